@@ -1,0 +1,576 @@
+"""Input requests and their answers: frozen values and their wire forms in both MCP eras.
+
+A handler asks for input with :func:`elicit`, :func:`elicit_url`, :func:`create_message` or
+:func:`list_roots`; each returns a frozen request. ``request.to_wire()`` is the 2026-07-28
+embedded-request JSON (``{"method", "params"}``, the value of one ``inputRequests`` entry);
+``request.to_legacy_wire(version)`` is the params-bearing body of the 2025-era server-to-client
+JSON-RPC request. Answers arrive as client JSON and become :class:`ElicitResult`,
+:class:`CreateMessageResult` or :class:`ListRootsResult` through :func:`parse_answer`, which
+rejects anything not shaped like an answer to that request with :class:`InvalidInputResponse`.
+
+This module also knows which client capability each request needs (:func:`missing_capabilities`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar, Literal, TypeAlias, cast
+
+import attrs
+
+from ._errors import InvalidInputResponse
+from ._schema import check_schema, content_problems
+
+__all__ = [
+    "ALL_CAPABILITIES",
+    "Answer",
+    "CreateMessageRequest",
+    "CreateMessageResult",
+    "ElicitRequest",
+    "ElicitResult",
+    "ListRootsRequest",
+    "ListRootsResult",
+    "Request",
+    "Root",
+    "content_problems_for",
+    "create_message",
+    "elicit",
+    "elicit_url",
+    "list_roots",
+    "missing_capabilities",
+    "parse_answer",
+    "request_from_wire",
+]
+
+ELICIT = "elicitation/create"
+SAMPLING = "sampling/createMessage"
+ROOTS = "roots/list"
+
+#: The capabilities assumed when a caller passes ``client_capabilities=None`` ("all declared").
+ALL_CAPABILITIES: Mapping[str, Any] = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {"context": {}, "tools": {}},
+    "roots": {"listChanged": True},
+}
+
+_ACTIONS = ("accept", "decline", "cancel")
+_ROLES = ("user", "assistant")
+_INCLUDE_CONTEXT = ("none", "thisServer", "allServers")
+_LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+
+
+# ---------------------------------------------------------------------------------- requests
+
+
+@attrs.frozen
+class ElicitRequest:
+    """Ask the user: form mode (``schema`` set) or URL mode (``url`` set)."""
+
+    method: ClassVar[str] = ELICIT
+
+    message: str
+    schema: Mapping[str, Any] | None = None
+    url: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.message, str):
+            raise TypeError(f"elicitation message must be a str, got {type(self.message).__name__}")
+        if (self.schema is None) == (self.url is None):
+            raise TypeError("an ElicitRequest needs exactly one of schema (form) or url (URL mode)")
+        if self.schema is not None:
+            check_schema(self.schema)
+        if self.url is not None and (not isinstance(self.url, str) or not self.url):
+            raise TypeError(f"elicitation url must be a non-empty str, got {self.url!r}")
+
+    @property
+    def mode(self) -> Literal["form", "url"]:
+        """``"form"`` or ``"url"``."""
+        return "form" if self.schema is not None else "url"
+
+    def to_wire(self) -> dict[str, Any]:
+        """The 2026-07-28 embedded request ``{"method", "params"}``."""
+        params: dict[str, Any]
+        if self.schema is not None:
+            params = {"mode": "form", "message": self.message, "requestedSchema": self.schema}
+        else:
+            params = {"mode": "url", "message": self.message, "url": self.url}
+        return {"method": ELICIT, "params": params}
+
+    def to_legacy_wire(
+        self, protocol_version: str = "2025-11-25", *, elicitation_id: str | None = None
+    ) -> dict[str, Any]:
+        """The 2025-era request ``{"method", "params"}``.
+
+        2025-06-18 has no ``mode`` and no URL mode; 2025-11-25 URL mode needs an
+        ``elicitationId`` (a fresh UUID unless one is given).
+        """
+        _check_legacy_version(protocol_version)
+        wire = self.to_wire()
+        params = dict(wire["params"])
+        if protocol_version < "2025-11-25":
+            if self.url is not None:
+                raise ValueError(f"URL-mode elicitation does not exist in MCP {protocol_version}")
+            del params["mode"]
+        elif self.url is not None:
+            params["elicitationId"] = elicitation_id or str(uuid.uuid4())
+        return {"method": ELICIT, "params": params}
+
+
+@attrs.frozen
+class CreateMessageRequest:
+    """Ask the client's LLM for a completion (sampling)."""
+
+    method: ClassVar[str] = SAMPLING
+
+    messages: tuple[Mapping[str, Any], ...]
+    max_tokens: int
+    system_prompt: str | None = None
+    temperature: float | None = None
+    stop_sequences: tuple[str, ...] | None = None
+    model_preferences: Mapping[str, Any] | None = None
+    include_context: Literal["none", "thisServer", "allServers"] | None = None
+    metadata: Mapping[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not self.messages:
+            raise ValueError("create_message needs at least one message")
+        for index, message in enumerate(self.messages):
+            _check_sampling_message(message, f"messages[{index}]")
+        if not _is_int(self.max_tokens) or self.max_tokens <= 0:
+            raise ValueError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
+        if self.system_prompt is not None and not isinstance(self.system_prompt, str):
+            raise TypeError("system_prompt must be a str")
+        if self.temperature is not None and not _is_number(self.temperature):
+            raise TypeError(f"temperature must be a number, got {self.temperature!r}")
+        if self.stop_sequences is not None and not all(
+            isinstance(s, str) for s in self.stop_sequences
+        ):
+            raise TypeError("stop_sequences must be a list of str")
+        if self.include_context is not None and self.include_context not in _INCLUDE_CONTEXT:
+            raise ValueError(f"include_context must be one of {_INCLUDE_CONTEXT}")
+        for name in ("model_preferences", "metadata"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, Mapping):
+                raise TypeError(f"{name} must be a dict")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The embedded request ``{"method", "params"}`` (the same params in both eras)."""
+        params: dict[str, Any] = {"messages": list(self.messages), "maxTokens": self.max_tokens}
+        optional = (
+            ("systemPrompt", self.system_prompt),
+            ("temperature", self.temperature),
+            ("stopSequences", list(self.stop_sequences) if self.stop_sequences else None),
+            ("modelPreferences", self.model_preferences),
+            ("includeContext", self.include_context),
+            ("metadata", self.metadata),
+        )
+        params.update((name, value) for name, value in optional if value is not None)
+        return {"method": SAMPLING, "params": params}
+
+    def to_legacy_wire(self, protocol_version: str = "2025-11-25") -> dict[str, Any]:
+        """The 2025-era request: the same ``{"method", "params"}``."""
+        _check_legacy_version(protocol_version)
+        return self.to_wire()
+
+
+@attrs.frozen
+class ListRootsRequest:
+    """Ask the client for its roots."""
+
+    method: ClassVar[str] = ROOTS
+
+    def to_wire(self) -> dict[str, Any]:
+        """The embedded request ``{"method": "roots/list", "params": {}}``."""
+        return {"method": ROOTS, "params": {}}
+
+    def to_legacy_wire(self, protocol_version: str = "2025-11-25") -> dict[str, Any]:
+        """The 2025-era request: the same ``{"method", "params"}``."""
+        _check_legacy_version(protocol_version)
+        return self.to_wire()
+
+
+Request: TypeAlias = ElicitRequest | CreateMessageRequest | ListRootsRequest
+_REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
+
+
+def elicit(message: str, schema: Mapping[str, Any]) -> ElicitRequest:
+    """A form-mode elicitation: show *message* and a form for the restricted JSON *schema*
+    (``{"type": "object", "properties": {...}, "required": [...]}``)."""
+    if schema is None:
+        raise TypeError("elicit() needs a schema; use elicit_url() for URL mode")
+    return ElicitRequest(message, schema=schema)
+
+
+def elicit_url(message: str, url: str) -> ElicitRequest:
+    """A URL-mode elicitation: ask the user to open *url* (for anything sensitive)."""
+    if url is None:
+        raise TypeError("elicit_url() needs a url")
+    return ElicitRequest(message, url=url)
+
+
+def create_message(
+    messages: str | Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int,
+    system_prompt: str | None = None,
+    temperature: float | None = None,
+    stop_sequences: Sequence[str] | None = None,
+    model_preferences: Mapping[str, Any] | None = None,
+    include_context: Literal["none", "thisServer", "allServers"] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> CreateMessageRequest:
+    """A sampling request. *messages* is a string (one user text message) or a list of
+    ``{"role": "user" | "assistant", "content": block | [blocks]}`` dicts."""
+    if isinstance(messages, str):
+        message_tuple: tuple[Mapping[str, Any], ...] = (
+            {"role": "user", "content": {"type": "text", "text": messages}},
+        )
+    elif isinstance(messages, Sequence):
+        message_tuple = tuple(cast("Sequence[Mapping[str, Any]]", messages))
+    else:
+        raise TypeError(
+            f"messages must be a str or a list of message dicts, got {type(messages).__name__}"
+        )
+    if isinstance(stop_sequences, str):
+        raise TypeError("stop_sequences must be a list of str, not a str")
+    return CreateMessageRequest(
+        message_tuple,
+        max_tokens,
+        system_prompt=system_prompt,
+        temperature=temperature,
+        stop_sequences=tuple(stop_sequences) if stop_sequences is not None else None,
+        model_preferences=model_preferences,
+        include_context=include_context,
+        metadata=metadata,
+    )
+
+
+_LIST_ROOTS = ListRootsRequest()
+
+
+def list_roots() -> ListRootsRequest:
+    """A roots request."""
+    return _LIST_ROOTS
+
+
+def request_from_wire(wire: object) -> Request:
+    """The request for an embedded-request JSON ``{"method", "params"}`` (either era).
+
+    Raises ``ValueError`` naming what is wrong.
+    """
+    if not isinstance(wire, Mapping) or not isinstance(wire.get("params", {}), Mapping):
+        raise ValueError(f"an input request is an object with method and params, got {wire!r}")
+    method, params = wire.get("method"), wire.get("params", {})
+    try:
+        if method == ELICIT:
+            if params.get("mode", "form") == "url":
+                return elicit_url(params["message"], params["url"])
+            return elicit(params["message"], params["requestedSchema"])
+        if method == SAMPLING:
+            return create_message(
+                params["messages"],
+                max_tokens=params["maxTokens"],
+                system_prompt=params.get("systemPrompt"),
+                temperature=params.get("temperature"),
+                stop_sequences=params.get("stopSequences"),
+                model_preferences=params.get("modelPreferences"),
+                include_context=params.get("includeContext"),
+                metadata=params.get("metadata"),
+            )
+        if method == ROOTS:
+            return _LIST_ROOTS
+    except KeyError as missing:
+        raise ValueError(f"{method} request params lack {missing}") from None
+    except TypeError as problem:
+        raise ValueError(f"{method} request is malformed: {problem}") from None
+    raise ValueError(f"unknown input request method {method!r}")
+
+
+# ----------------------------------------------------------------------------------- answers
+
+
+@attrs.frozen
+class ElicitResult:
+    """The user's answer to an elicitation. ``content`` is present for a form-mode accept."""
+
+    answers: ClassVar[str] = ELICIT
+
+    action: Literal["accept", "decline", "cancel"]
+    content: Mapping[str, Any] | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.action not in _ACTIONS:
+            raise ValueError(f"action must be one of {_ACTIONS}, got {self.action!r}")
+        if self.content is not None and not isinstance(self.content, Mapping):
+            raise TypeError(f"content must be a dict, got {type(self.content).__name__}")
+
+    @property
+    def accepted(self) -> bool:
+        """True when the user accepted."""
+        return self.action == "accept"
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ElicitResult JSON."""
+        if self.content is None:
+            return {"action": self.action}
+        return {"action": self.action, "content": dict(self.content)}
+
+
+@attrs.frozen
+class CreateMessageResult:
+    """The client LLM's completion. ``content`` is one wire content block or a list of them."""
+
+    answers: ClassVar[str] = SAMPLING
+
+    role: Literal["user", "assistant"]
+    content: Mapping[str, Any] | tuple[Mapping[str, Any], ...]
+    model: str
+    stop_reason: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.role not in _ROLES:
+            raise ValueError(f"role must be one of {_ROLES}, got {self.role!r}")
+        _check_blocks(self.content, "content")
+        if not isinstance(self.model, str):
+            raise TypeError(f"model must be a str, got {type(self.model).__name__}")
+        if self.stop_reason is not None and not isinstance(self.stop_reason, str):
+            raise TypeError("stop_reason must be a str")
+
+    @property
+    def text(self) -> str:
+        """The text of the text blocks, joined."""
+        blocks = self.content if isinstance(self.content, tuple | list) else (self.content,)
+        return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The CreateMessageResult JSON."""
+        content = (
+            [dict(b) for b in self.content]
+            if isinstance(self.content, tuple | list)
+            else dict(self.content)
+        )
+        wire: dict[str, Any] = {"role": self.role, "content": content, "model": self.model}
+        if self.stop_reason is not None:
+            wire["stopReason"] = self.stop_reason
+        return wire
+
+
+@attrs.frozen
+class Root:
+    """One client root."""
+
+    uri: str
+    name: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not isinstance(self.uri, str):
+            raise TypeError(f"root uri must be a str, got {type(self.uri).__name__}")
+        if self.name is not None and not isinstance(self.name, str):
+            raise TypeError("root name must be a str")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The Root JSON."""
+        return {"uri": self.uri} if self.name is None else {"uri": self.uri, "name": self.name}
+
+
+def _to_roots(roots: Iterable[Root]) -> tuple[Root, ...]:
+    return tuple(roots)
+
+
+@attrs.frozen
+class ListRootsResult:
+    """The client's roots."""
+
+    answers: ClassVar[str] = ROOTS
+
+    roots: tuple[Root, ...] = attrs.field(converter=_to_roots)
+
+    def __attrs_post_init__(self) -> None:
+        if not all(isinstance(r, Root) for r in self.roots):
+            raise TypeError("roots must be Root values")
+
+    def to_wire(self) -> dict[str, Any]:
+        """The ListRootsResult JSON."""
+        return {"roots": [r.to_wire() for r in self.roots]}
+
+
+Answer: TypeAlias = ElicitResult | CreateMessageResult | ListRootsResult
+_ANSWER_TYPES = (ElicitResult, CreateMessageResult, ListRootsResult)
+
+
+def parse_answer(request: Request, json: object) -> Answer:
+    """The answer object for *request*, from a client's JSON (or an answer object).
+
+    Raises :class:`InvalidInputResponse` (-32602) when *json* is not shaped like an answer to
+    that kind of request. Unknown extra keys are ignored. The requested schema is *not* checked
+    here (see :func:`content_problems_for`): the runtime asks again instead of failing.
+    """
+    if not isinstance(request, _REQUEST_TYPES):
+        raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
+    if isinstance(json, _ANSWER_TYPES):
+        json = json.to_wire()
+    if not isinstance(json, Mapping):
+        raise InvalidInputResponse(
+            f"expected an object answering {request.method}, got {_describe(json)}"
+        )
+    if isinstance(request, ElicitRequest):
+        return _parse_elicit(request, json)
+    if isinstance(request, CreateMessageRequest):
+        return _parse_sampling(json)
+    return _parse_roots(json)
+
+
+def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResult:
+    action = json.get("action")
+    if action not in _ACTIONS:
+        raise InvalidInputResponse(
+            f"an elicitation answer needs action accept, decline or cancel, got {_describe(action)}"
+        )
+    if action != "accept" or request.url is not None:
+        return ElicitResult(action)  # decline, cancel and a URL-mode accept carry no content
+    content = json.get("content")
+    if not isinstance(content, Mapping):
+        raise InvalidInputResponse(
+            f"a form-mode accept needs an object content, got {_describe(content)}"
+        )
+    for name, value in content.items():
+        if not isinstance(name, str) or not _is_content_value(value):
+            raise InvalidInputResponse(
+                f"elicitation content {name!r} must be a string, number, boolean or list of "
+                f"strings, got {_describe(value)}"
+            )
+    return ElicitResult("accept", dict(content))
+
+
+def _parse_sampling(json: Mapping[str, Any]) -> CreateMessageResult:
+    role, content, model = json.get("role"), json.get("content"), json.get("model")
+    stop_reason = json.get("stopReason")
+    if role not in _ROLES:
+        raise InvalidInputResponse(
+            f"a sampling answer needs role user or assistant, got {_describe(role)}"
+        )
+    if not isinstance(model, str):
+        raise InvalidInputResponse(
+            f"a sampling answer needs a string model, got {_describe(model)}"
+        )
+    if stop_reason is not None and not isinstance(stop_reason, str):
+        raise InvalidInputResponse(f"stopReason must be a string, got {_describe(stop_reason)}")
+    try:
+        _check_blocks(content, "content")
+    except (TypeError, ValueError) as problem:
+        raise InvalidInputResponse(f"a sampling answer has a bad content: {problem}") from None
+    blocks = tuple(content) if isinstance(content, list) else cast("Mapping[str, Any]", content)
+    return CreateMessageResult(role, blocks, model, stop_reason)
+
+
+def _parse_roots(json: Mapping[str, Any]) -> ListRootsResult:
+    roots = json.get("roots")
+    if not isinstance(roots, list):
+        raise InvalidInputResponse(f"a roots answer needs a roots list, got {_describe(roots)}")
+    parsed = []
+    for index, root in enumerate(roots):
+        if not isinstance(root, Mapping) or not isinstance(root.get("uri"), str):
+            raise InvalidInputResponse(
+                f"roots[{index}] must be an object with a string uri, got {_describe(root)}"
+            )
+        name = root.get("name")
+        if name is not None and not isinstance(name, str):
+            raise InvalidInputResponse(f"roots[{index}].name must be a string")
+        parsed.append(Root(root["uri"], name))
+    return ListRootsResult(parsed)
+
+
+def content_problems_for(request: Request, answer: Answer) -> list[str]:
+    """Why *answer* does not satisfy what *request* asked (an accepted form that fails the
+    requested schema); empty when it does."""
+    if (
+        isinstance(request, ElicitRequest)
+        and request.schema is not None
+        and isinstance(answer, ElicitResult)
+        and answer.content is not None
+    ):
+        return content_problems(request.schema, answer.content)
+    return []
+
+
+# ------------------------------------------------------------------------------ capabilities
+
+
+def missing_capabilities(
+    requests: Iterable[Request], client_capabilities: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The ClientCapabilities-shaped object naming what *requests* need and the client lacks
+    (empty when nothing is missing). ``client_capabilities=None`` means "all declared"."""
+    if client_capabilities is None:
+        return {}
+    missing: dict[str, Any] = {}
+    for request in requests:
+        need = _required_capability(request)
+        area, detail = next(iter(need.items()))
+        declared = client_capabilities.get(area)
+        if not isinstance(declared, Mapping):
+            missing.setdefault(area, {}).update(detail)
+            continue
+        if area == "elicitation" and "form" in detail and (not declared or "form" in declared):
+            continue  # a bare "elicitation": {} declares form mode (2025 compatibility)
+        lacking = {k: v for k, v in detail.items() if k not in declared}
+        if lacking:
+            missing.setdefault(area, {}).update(lacking)
+    return missing
+
+
+def _required_capability(request: Request) -> dict[str, dict[str, Any]]:
+    if isinstance(request, ElicitRequest):
+        return {"elicitation": {request.mode: {}}}
+    if isinstance(request, CreateMessageRequest):
+        if request.include_context in ("thisServer", "allServers"):
+            return {"sampling": {"context": {}}}
+        return {"sampling": {}}
+    return {"roots": {}}
+
+
+# ----------------------------------------------------------------------------------- helpers
+
+
+def _check_legacy_version(protocol_version: str) -> None:
+    if protocol_version not in _LEGACY_VERSIONS:
+        raise ValueError(
+            f"{protocol_version!r} is not a legacy MCP version (one of {_LEGACY_VERSIONS})"
+        )
+
+
+def _check_sampling_message(message: object, where: str) -> None:
+    if not isinstance(message, Mapping):
+        raise TypeError(f"{where} must be a dict with role and content, got {message!r}")
+    if message.get("role") not in _ROLES:
+        raise ValueError(f"{where}.role must be 'user' or 'assistant', got {message.get('role')!r}")
+    _check_blocks(message.get("content"), f"{where}.content")
+
+
+def _check_blocks(content: object, where: str) -> None:
+    blocks = content if isinstance(content, list | tuple) else (content,)
+    if isinstance(content, list | tuple) and not content:
+        raise ValueError(f"{where} must not be an empty list")
+    for block in blocks:
+        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
+            raise TypeError(f"{where} must be a content block with a string type, got {block!r}")
+
+
+def _is_content_value(value: object) -> bool:
+    if isinstance(value, str | bool) or _is_number(value):
+        return True
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _describe(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
