@@ -1,0 +1,362 @@
+"""requestState: signed, bound, expiring, rotated, and verified before anything else runs."""
+
+from __future__ import annotations
+
+import base64
+import logging
+from typing import Any
+
+import cbor2
+import pytest
+
+from mrtr_trio import (
+    Complete,
+    Context,
+    EphemeralKeyWarning,
+    InputRequired,
+    InvalidRequestState,
+    MrtrError,
+    Runtime,
+    done,
+    elicit,
+    step,
+)
+from mrtr_trio._state import Keyring, StateCodec, binding_digest
+
+from .flows import CONFIRM, NAME
+
+KEY = b"k" * 32
+OTHER_KEY = b"o" * 32
+ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+
+entered: list[str] = []
+
+
+async def two_asks(ctx: Context, user: str):
+    entered.append(user)  # proves whether handler code ran
+    name = yield elicit("Name?", NAME)
+    ok = yield elicit(f"Confirm {name.content['name']}?", CONFIRM)
+    yield done((name.content["name"], ok.action))
+
+
+async def other_handler(ctx: Context, user: str):
+    entered.append(user)
+    name = yield elicit("Name?", NAME)
+    ok = yield elicit(f"Confirm {name.content['name']}?", CONFIRM)
+    yield done((name.content["name"], ok.action))
+
+
+NAME_ANSWER = {"input-0": {"action": "accept", "content": {"name": "Ada"}}}
+CONFIRM_ANSWER = {"input-1": {"action": "accept", "content": {"confirm": True}}}
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def second_round_token(runtime: Runtime, **kw: Any) -> str:
+    """The token a client holds after answering the first ask of ``two_asks``."""
+    first = await runtime.advance(two_asks, {"user": "u"}, **kw)
+    assert isinstance(first, InputRequired)
+    second = await runtime.advance(
+        two_asks,
+        {"user": "u"},
+        input_responses=NAME_ANSWER,
+        request_state=first.request_state,
+        **kw,
+    )
+    assert isinstance(second, InputRequired) and list(second.input_requests) == ["input-1"]
+    assert second.request_state is not None
+    return second.request_state
+
+
+async def assert_rejected(runtime: Runtime, token: str, handler=two_asks, **kw: Any) -> str:
+    entered.clear()
+    with pytest.raises(InvalidRequestState) as caught:
+        await runtime.advance(
+            handler,
+            kw.pop("arguments", {"user": "u"}),
+            input_responses=CONFIRM_ANSWER,
+            request_state=token,
+            **kw,
+        )
+    assert entered == [], "handler code ran before the state was verified"
+    error = caught.value
+    assert (error.code, error.message, error.data) == (
+        -32602,
+        "Invalid or expired requestState",
+        {"reason": "invalid_request_state"},
+    )
+    return error.reason
+
+
+async def test_valid_token_continues_the_flow() -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    out = await runtime.advance(
+        two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
+    )
+    assert out == Complete(("Ada", "accept"))
+
+
+async def test_every_single_character_change_is_rejected() -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    for index, original in enumerate(token):
+        for replacement in ALPHABET + "=+/.~ ":
+            if replacement != original:
+                await assert_rejected(runtime, token[:index] + replacement + token[index + 1 :])
+
+
+async def test_every_single_byte_change_is_rejected() -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    for index in range(len(raw)):
+        for flip in (0x01, 0x10, 0x80, 0xFF):
+            changed = bytearray(raw)
+            changed[index] ^= flip
+            forged = base64.urlsafe_b64encode(bytes(changed)).rstrip(b"=").decode()
+            await assert_rejected(runtime, forged)
+
+
+async def test_every_truncation_and_extension_is_rejected() -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    for length in range(len(token)):
+        await assert_rejected(runtime, token[:length])
+    for suffix in ["A", "AA", "AAAA", "-TAMPERED", "=", "==", token]:
+        await assert_rejected(runtime, token + suffix)
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    for extra in (b"\x00", b"\xff" * 3, raw[-16:]):
+        forged = base64.urlsafe_b64encode(raw + extra).rstrip(b"=").decode()
+        await assert_rejected(runtime, forged)
+
+
+async def test_re_encoded_tokens_are_rejected() -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    padded = base64.urlsafe_b64encode(raw).decode()
+    standard = base64.b64encode(raw).decode().rstrip("=")
+    variants = {padded, standard, " " + token, token + "\n", token.replace("A", "a", 1)}
+    variants.discard(token)
+    # Same bytes, different text: a trailing character whose unused low bits are set.
+    if len(token) % 4:
+        last = ALPHABET.index(token[-1])
+        variants.add(token[:-1] + ALPHABET[last | 1 if last % 2 == 0 else last & ~1])
+    for variant in variants:
+        assert variant != token
+        await assert_rejected(runtime, variant)
+
+
+async def test_empty_and_non_string_states_are_invalid_not_absent() -> None:
+    runtime = Runtime([KEY])
+    assert "too short" in await assert_rejected(runtime, "")
+    assert "not a string" in await assert_rejected(runtime, 12345)  # type: ignore[arg-type]
+
+
+async def test_expiry_is_checked_with_the_clock() -> None:
+    clock = Clock()
+    runtime = Runtime([KEY], ttl=600, clock=clock)
+    token = await second_round_token(runtime)
+    minted = clock.now
+    clock.now = minted + 599
+    out = await runtime.advance(
+        two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
+    )
+    assert isinstance(out, Complete)
+    clock.now = minted + 601
+    assert "expired" in await assert_rejected(runtime, token)
+
+
+async def test_expiry_is_exact_to_within_a_second() -> None:
+    clock = Clock(1_800_000_000.75)
+    runtime = Runtime([KEY], ttl=10, clock=clock)
+    token = await second_round_token(runtime)
+    clock.now += 9.0  # 9 s old: valid
+    assert isinstance(
+        await runtime.advance(
+            two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
+        ),
+        Complete,
+    )
+    clock.now += 1.0  # 10 s old: the ttl has passed (to within the 1 s stamp resolution)
+    assert "expired" in await assert_rejected(runtime, token)
+
+
+async def test_future_dated_tokens_are_rejected_beyond_the_skew() -> None:
+    clock = Clock()
+    runtime = Runtime([KEY], clock=clock)
+    token = await second_round_token(runtime)
+    clock.now -= 30  # a server whose clock is 30 s behind: allowed
+    assert isinstance(
+        await runtime.advance(
+            two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
+        ),
+        Complete,
+    )
+    clock.now -= 61  # now the token claims to be issued 91 s in the future
+    assert "future" in await assert_rejected(runtime, token)
+
+
+async def test_wrong_key_is_rejected() -> None:
+    token = await second_round_token(Runtime([KEY]))
+    assert "not in the keyring" in await assert_rejected(Runtime([OTHER_KEY]), token)
+
+
+async def test_key_rotation() -> None:
+    old, new = b"O" * 32, b"N" * 40
+    old_token = await second_round_token(Runtime([old]))
+    rotated = Runtime([new, old])
+    out = await rotated.advance(
+        two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=old_token
+    )
+    assert isinstance(out, Complete)  # old key still verifies while in the ring
+    assert "not in the keyring" in await assert_rejected(Runtime([new]), old_token)
+    new_token = await second_round_token(rotated)  # signed by the first key
+    assert "not in the keyring" in await assert_rejected(Runtime([old]), new_token)
+    assert isinstance(
+        await Runtime([new]).advance(
+            two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=new_token
+        ),
+        Complete,
+    )
+
+
+async def test_binding_to_arguments_handler_and_bind_bytes() -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime, bind=b"tools/call\x00deploy")
+    reason = await assert_rejected(
+        runtime, token, arguments={"user": "eve"}, bind=b"tools/call\x00deploy"
+    )
+    assert "another call" in reason
+    assert "another call" in await assert_rejected(
+        runtime, token, handler=other_handler, bind=b"tools/call\x00deploy"
+    )
+    assert "another call" in await assert_rejected(runtime, token, bind=b"tools/call\x00other")
+    assert "another call" in await assert_rejected(runtime, token)  # bind omitted
+
+
+async def test_reason_is_logged_but_never_sent(caplog: pytest.LogCaptureFixture) -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    with caplog.at_level(logging.WARNING, logger="mrtr_trio"):
+        await assert_rejected(runtime, token[:-2])
+    assert any("rejected requestState" in r.getMessage() for r in caplog.records)
+
+
+async def test_size_cap_on_incoming_and_minted_tokens() -> None:
+    runtime = Runtime([KEY], max_state_bytes=64)
+    with pytest.raises(MrtrError, match="max_state_bytes=64"):
+        await second_round_token(runtime)
+    token = await second_round_token(Runtime([KEY]))
+    assert len(token) > 64
+    assert "over max_state_bytes" in await assert_rejected(runtime, token)
+
+
+async def test_token_for_a_one_answer_flow_is_about_a_hundred_characters() -> None:
+    token = await second_round_token(Runtime([KEY]))
+    assert 60 <= len(token) <= 110, token
+
+
+def test_keys_are_validated() -> None:
+    with pytest.raises(ValueError, match="at least 32 bytes"):
+        Runtime([b"short"])
+    with pytest.raises(TypeError, match="keys\\[0\\] must be bytes"):
+        Runtime(["a" * 40])  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="list of byte strings"):
+        Runtime(b"k" * 32)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="at least one key"):
+        Runtime([])
+
+
+async def test_ephemeral_key_warns_and_is_shared_per_process() -> None:
+    with pytest.warns(EphemeralKeyWarning, match="will not survive a restart"):
+        first = Runtime()
+    with pytest.warns(EphemeralKeyWarning):
+        second = Runtime()
+    token = await second_round_token(first)
+    out = await second.advance(
+        two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
+    )
+    assert isinstance(out, Complete)
+
+
+# ------------------------------------------------------- the decoder behind a valid tag
+
+
+def sign(body: bytes, arguments: dict[str, Any], handler=two_asks) -> str:
+    """A correctly signed token around an arbitrary body (what an attacker cannot make)."""
+    binding = binding_digest(handler.__qualname__, arguments, b"")
+    raw = Keyring([KEY]).sign(body, binding)
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+NOW = 1_800_000_000
+DEEP: Any = 1
+for _ in range(40):
+    DEEP = [DEEP]
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (cbor2.dumps([0, NOW, 600, [], None, None]) + b"\x00", "trailing"),
+        (b"\x9f\x00\x1a" + NOW.to_bytes(4, "big") + b"\x19\x02\x58\x80\xf6\xf6\xff", "indefinite"),
+        (cbor2.dumps([0, NOW, 600, [], {"k": [b"\0" * 4, None], "k2": 1}, None])[:-1], ""),
+        (
+            b"\x86\x00\x1a"
+            + NOW.to_bytes(4, "big")
+            + b"\x19\x02\x58\x80\xa2\x61k\xf6\x61k\xf6\xf6",
+            "duplicate",
+        ),
+        (cbor2.dumps([0, NOW, 600, [], None, cbor2.CBORTag(1, 0)]), "tag"),
+        (cbor2.dumps([0, NOW, 600, [], None, cbor2.CBORTag(35, "a+")]), "tag"),
+        (cbor2.dumps([0, NOW, 600, [], None, cbor2.CBORTag(9999, 1)]), "tag"),
+        (cbor2.dumps([0, NOW, 600, [], None, DEEP]), "depth"),
+        (cbor2.dumps({"not": "a cursor"}), ""),
+        (cbor2.dumps([0, NOW, 600, [[b"\0", 1]], None, None]), "fingerprint"),
+        (cbor2.dumps([-1, NOW, 600, [], None, None]), "counters"),
+    ],
+)
+async def test_signed_but_malformed_bodies_are_rejected(body: bytes, reason: str) -> None:
+    clock = Clock(NOW)
+    runtime = Runtime([KEY], clock=clock)
+    got = await assert_rejected(runtime, sign(body, {"user": "u"}))
+    assert got.startswith("malformed body")
+    assert reason in got.lower()
+
+
+async def test_a_signed_wellformed_body_is_accepted() -> None:
+    # The control for the test above: the same signing path with a sane body works.
+    clock = Clock(NOW)
+    runtime = Runtime([KEY], clock=clock)
+    out = await runtime.advance(
+        two_asks,
+        {"user": "u"},
+        input_responses={"input-0": {"action": "accept", "content": {"name": "Bo"}}},
+        request_state=sign(cbor2.dumps([0, NOW, 600, [], None, None]), {"user": "u"}),
+    )
+    assert isinstance(out, InputRequired)
+
+
+async def test_step_values_must_be_recordable() -> None:
+    async def bad_step(ctx: Context):
+        value = yield step(object)
+        yield done(value)
+
+    runtime = Runtime([KEY])
+    with pytest.raises(MrtrError, match="cannot record the object from step object"):
+        await runtime.advance(bad_step, {})
+
+
+def test_codec_rejects_before_decoding() -> None:
+    codec = StateCodec(Keyring([KEY]), ttl=60, max_state_bytes=1000)
+    with pytest.raises(InvalidRequestState) as caught:
+        codec.open("A" * 40, b"\0" * 32)
+    assert "format version" in caught.value.reason or "tag" in caught.value.reason
