@@ -1,0 +1,269 @@
+"""The live driver: fan-out, failures, timeouts, cancellation and generator hygiene."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.lowlevel
+import trio.testing
+
+from mrtr_trio import (
+    Context,
+    InvalidInputResponse,
+    MrtrError,
+    RoundLimitExceeded,
+    RoundTimeout,
+    Runtime,
+    done,
+    elicit,
+    pause,
+)
+from mrtr_trio.testing import run_live, run_modern
+
+from .flows import CONFIRM, NAME, SIZE, happy_answer
+
+KEY = b"l" * 32
+
+
+def runtime(**kw: Any) -> Runtime:
+    return Runtime([KEY], **kw)
+
+
+async def ask_happy(key: str, request: Any) -> Any:
+    return happy_answer(key, request)
+
+
+async def test_a_batch_fans_out_concurrently() -> None:
+    arrived = {"a": trio.Event(), "b": trio.Event()}
+
+    async def ask(key: str, request: Any) -> Any:
+        arrived[key].set()
+        other = "b" if key == "a" else "a"
+        await arrived[other].wait()  # deadlocks unless both are in flight at once
+        return happy_answer(key, request)
+
+    async def batch(ctx: Context):
+        got = yield {"a": elicit("A?", NAME), "b": elicit("B?", CONFIRM)}
+        yield done(sorted(got))
+
+    with trio.fail_after(5):
+        assert await runtime().run_live(batch, {}, ask) == ["a", "b"]
+
+
+async def test_first_failure_cancels_siblings_and_is_raised_alone() -> None:
+    sibling_cancelled = trio.Event()
+
+    async def ask(key: str, request: Any) -> Any:
+        if key == "fails":
+            await trio.lowlevel.checkpoint()
+            raise ValueError("client said no")
+        try:
+            await trio.sleep_forever()
+        except trio.Cancelled:
+            sibling_cancelled.set()
+            raise
+
+    async def batch(ctx: Context):
+        yield {"fails": elicit("A?", NAME), "waits": elicit("B?", CONFIRM)}
+        yield done("never")
+
+    with trio.fail_after(5), pytest.raises(ValueError, match="client said no"):
+        await runtime().run_live(batch, {}, ask)
+    assert sibling_cancelled.is_set()
+
+
+async def test_malformed_live_answer_fails_the_flow() -> None:
+    async def ask(key: str, request: Any) -> Any:
+        return {"action": "accept", "content": "not an object"}
+
+    async def single(ctx: Context):
+        yield elicit("A?", NAME)
+        yield done("never")
+
+    with pytest.raises(InvalidInputResponse, match="'input-0'"):
+        await runtime().run_live(single, {}, ask)
+
+
+async def test_schema_invalid_live_answers_are_asked_again_within_max_rounds() -> None:
+    asked: list[str] = []
+
+    async def ask(key: str, request: Any) -> Any:
+        asked.append(key)
+        size = 99 if len(asked) < 3 else 4
+        return {"action": "accept", "content": {"size": size}}
+
+    async def sized(ctx: Context):
+        got = yield elicit("Size?", SIZE)
+        yield done(got.content["size"])
+
+    assert await runtime().run_live(sized, {}, ask) == 4
+    assert asked == ["input-0"] * 3
+    asked.clear()
+    with pytest.raises(RoundLimitExceeded, match="after 2 rounds"):
+        await runtime(max_rounds=2).run_live(sized, {}, ask)
+
+
+async def test_live_pause_continues_at_once_and_costs_no_round() -> None:
+    async def pauses(ctx: Context):
+        for _ in range(20):
+            yield pause()
+        ok = yield elicit("ok?", CONFIRM)
+        yield done(ok.action)
+
+    assert await runtime(max_rounds=1).run_live(pauses, {}, ask_happy) == "accept"
+
+
+async def test_round_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    closed: list[str] = []
+
+    async def ask(key: str, request: Any) -> Any:
+        await trio.sleep_forever()
+
+    async def slow(ctx: Context):
+        try:
+            yield elicit("A?", NAME)
+        finally:
+            closed.append("finally")
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(slow, {}, ask)
+    assert trio.current_time() - start == pytest.approx(30)
+    assert closed == ["finally"]
+
+
+# ------------------------------------------------------------------- aclose accounting
+
+
+class Tracked:
+    """A handler factory that counts how often its generator's finally block runs."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.started = 0
+        self.finalised = 0
+        self.fail = fail
+
+    def handler(self):
+        async def tracked(ctx: Context):
+            self.started += 1
+            try:
+                first = yield elicit("A?", CONFIRM)
+                if self.fail:
+                    raise RuntimeError("handler failed")
+                yield elicit("B?", CONFIRM)
+                yield done(first.action)
+                yield elicit("never reached", CONFIRM)
+            finally:
+                self.finalised += 1
+
+        return tracked
+
+
+async def test_generators_are_closed_on_completion_in_both_eras() -> None:
+    tracked = Tracked()
+    await run_live(tracked.handler(), {}, happy_answer)
+    await run_modern(tracked.handler(), {}, happy_answer)
+    assert tracked.started == 1 + 3  # modern replays the handler each round
+    assert tracked.finalised == tracked.started
+
+
+async def test_generators_are_closed_on_error_in_both_eras() -> None:
+    tracked = Tracked(fail=True)
+    with pytest.raises(RuntimeError, match="handler failed"):
+        await run_live(tracked.handler(), {}, happy_answer)
+    with pytest.raises(RuntimeError, match="handler failed"):
+        await run_modern(tracked.handler(), {}, happy_answer)
+    assert tracked.finalised == tracked.started == 3
+
+
+async def test_generators_are_closed_when_the_client_errors() -> None:
+    tracked = Tracked()
+
+    async def ask(key: str, request: Any) -> Any:
+        raise ConnectionError("client went away")
+
+    with pytest.raises(ConnectionError):
+        await runtime().run_live(tracked.handler(), {}, ask)
+    assert tracked.finalised == tracked.started == 1
+
+
+async def test_generators_are_closed_on_cancellation(autojump_clock: Any) -> None:
+    tracked = Tracked()
+
+    async def ask(key: str, request: Any) -> Any:
+        await trio.sleep_forever()
+
+    with trio.move_on_after(5) as scope:
+        await runtime().run_live(tracked.handler(), {}, ask)
+    assert scope.cancelled_caught
+    assert tracked.finalised == tracked.started == 1
+
+
+async def test_generators_are_closed_on_timeout(autojump_clock: Any) -> None:
+    tracked = Tracked()
+
+    async def ask(key: str, request: Any) -> Any:
+        await trio.sleep_forever()
+
+    with pytest.raises(RoundTimeout):
+        await runtime(round_timeout=1).run_live(tracked.handler(), {}, ask)
+    assert tracked.finalised == tracked.started == 1
+
+
+async def test_modern_generators_are_closed_when_a_round_fails() -> None:
+    tracked = Tracked()
+    rt = runtime()
+    first = await rt.advance(tracked.handler(), {})
+    with pytest.raises(InvalidInputResponse):
+        await rt.advance(
+            tracked.handler(),
+            {},
+            input_responses={"input-0": "junk"},
+            request_state=first.request_state,  # type: ignore[union-attr]
+        )
+    assert tracked.finalised == tracked.started == 2
+
+
+# --------------------------------------------------------------- trio's yield rules
+
+
+async def scope_across_yield(ctx: Context):
+    with trio.move_on_after(100):
+        answer = yield elicit("inside a cancel scope?", CONFIRM)
+    yield done(answer.action)
+
+
+async def nursery_across_yield(ctx: Context):
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.sleep_forever)
+        answer = yield elicit("inside a nursery?", CONFIRM)
+    yield done(answer.action)
+
+
+@pytest.mark.parametrize("handler", [scope_across_yield, nursery_across_yield])
+async def test_holding_a_scope_across_a_yield_is_a_clear_error(handler) -> None:
+    for run in (run_live, run_modern):
+        with trio.fail_after(5), pytest.raises(MrtrError, match="cancel scope or nursery"):
+            await run(handler, {}, happy_answer)
+    await trio.lowlevel.checkpoint()  # trio's own state is intact: checkpoints still work
+
+
+# ----------------------------------------------------------------------- push style
+
+
+async def push_style(ctx: Context):
+    answer = await ctx.elicit("Push?", CONFIRM)
+    roots = await ctx.list_roots()
+    text = await ctx.create_message("Hi", max_tokens=5)
+    yield done((answer.action, len(roots.roots), text.text))
+
+
+async def test_push_style_works_live() -> None:
+    assert await run_live(push_style, {}, happy_answer) == ("accept", 2, "Paris")
+
+
+async def test_push_style_elsewhere_names_the_replacement() -> None:
+    with pytest.raises(MrtrError, match=r"modern .*Yield elicit\(\.\.\.\).*input_required"):
+        await run_modern(push_style, {}, happy_answer)
