@@ -16,6 +16,7 @@ same way in both eras.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -157,6 +158,11 @@ class Ask:
     requests: Mapping[str, Request]
     single: bool = False
     payload: Any = None
+
+    @functools.cached_property
+    def fingerprints(self) -> dict[str, bytes]:
+        """Each request's fingerprint, by key (computed once, on first use)."""
+        return {key: fingerprint(request) for key, request in self.requests.items()}
 
 
 @attrs.frozen
@@ -391,11 +397,6 @@ def collect_answers(
         else:
             answers[key] = answer
     return answers, again
-
-
-def fingerprints(requests: Mapping[str, Request]) -> dict[str, bytes]:
-    """Each request's fingerprint, by key."""
-    return {key: fingerprint(request) for key, request in requests.items()}
 
 
 def normalise_step_value(need: RunStep, value: Any) -> Any:

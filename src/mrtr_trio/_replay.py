@@ -26,7 +26,6 @@ from ._flow import (
     RunStep,
     Wait,
     collect_answers,
-    fingerprints,
     handler_name,
     open_flow,
 )
@@ -154,7 +153,7 @@ class _Round:
                 need = await resume(flow, None)
                 continue
             assert isinstance(need, Ask)
-            prints = fingerprints(need.requests)
+            prints = need.fingerprints
             stored = None if flow.replayable else need.requests
             if pending is None and not first_ask_reads:
                 pending_ask = PendingAsk(prints, {}, stored)
@@ -210,7 +209,7 @@ def _replayed_value(record: Record, need: Need) -> Any:
     """What the journal gives back for *need*, or ``_MISMATCH``."""
     if isinstance(record, AskRecord) and isinstance(need, Ask):
         if record.answers.keys() == need.requests.keys() and all(
-            record.answers[key][0] == fp for key, fp in fingerprints(need.requests).items()
+            record.answers[key][0] == fp for key, fp in need.fingerprints.items()
         ):
             return {key: answer for key, (_, answer) in record.answers.items()}
     elif isinstance(record, StepRecord) and isinstance(need, RunStep):
@@ -224,7 +223,7 @@ def _replayed_value(record: Record, need: Need) -> Any:
 def _pending_matches(pending: PendingAsk | PendingPause, need: Need) -> bool:
     if isinstance(pending, PendingPause):
         return isinstance(need, Wait)
-    return isinstance(need, Ask) and fingerprints(need.requests) == pending.fingerprints
+    return isinstance(need, Ask) and need.fingerprints == pending.fingerprints
 
 
 def _describe_record(record: Record) -> str:
