@@ -7,7 +7,7 @@ into a signed CBOR ``requestState`` and replays it on the client's retry.
 This module only re-exports; see the private modules for the code.
 """
 
-from ._context import Context, accepted_content, input_response
+from ._context import Context, Host, accepted_content, input_response
 from ._errors import (
     BackChannelUnavailable,
     InvalidInputResponse,
@@ -48,6 +48,7 @@ __all__ = [
     "ElicitRequest",
     "ElicitResult",
     "EphemeralKeyWarning",
+    "Host",
     "InputRequired",
     "InvalidInputResponse",
     "InvalidRequestState",

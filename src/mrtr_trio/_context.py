@@ -7,7 +7,7 @@ Drivers create one :class:`Context` per invocation; handlers only read it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ._errors import MrtrError
 from ._flow import MintedState
@@ -26,10 +26,26 @@ from ._values import (
     parse_answer,
 )
 
-__all__ = ["Context", "accepted_content", "input_response"]
+__all__ = ["Context", "Host", "accepted_content", "input_response"]
 
 Era = Literal["legacy", "modern"]
 PushAsk = Callable[[str, Request], Awaitable[Answer]]
+
+
+class Host(Protocol):
+    """What a host (such as :mod:`mrtr_trio.mcp`) lends the contexts of the handlers it runs."""
+
+    @property
+    def request_context(self) -> Any:
+        """The host's own per-request object (the MCP SDK's ``ServerRequestContext``)."""
+
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
+        """Tell the client how far the request has got."""
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        """Send the client a log message."""
 
 
 class Context:
@@ -41,8 +57,12 @@ class Context:
     - ``input_responses``: return style only: the answers to the previous round's requests,
       key → answer object (``None`` on a first call, ``{}`` after a state-only round);
     - ``request_state()``: return style only: the payload minted on the previous round;
-    - ``is_replaying``: yield style on modern requests: ``True`` while the runtime feeds
-      recorded answers back (useful to keep logs quiet during replay);
+    - ``is_replaying``: yield style on modern requests: ``True`` while the handler re-runs
+      code an earlier round already ran (up to the ask this request answers);
+    - ``await ctx.report_progress(...)`` and ``await ctx.log(...)``: notifications through the
+      host, silent while replaying (the client already saw them);
+    - ``request_context``: the host's per-request object (the MCP SDK's
+      ``ServerRequestContext`` under :mod:`mrtr_trio.mcp`), or ``None``;
     - push-style ``await ctx.elicit(...)``, ``create_message(...)``, ``list_roots()``: live
       legacy sessions only.
     """
@@ -50,6 +70,7 @@ class Context:
     __slots__ = (
         "_capabilities",
         "_era",
+        "_host",
         "_input_responses",
         "_payload",
         "_push",
@@ -63,8 +84,10 @@ class Context:
         client_capabilities: Mapping[str, Any] | None,
         *,
         push: PushAsk | None = None,
+        host: Host | None = None,
     ) -> None:
         self._era: Era = era
+        self._host = host
         caps = ALL_CAPABILITIES if client_capabilities is None else client_capabilities
         self._capabilities = dict(caps)
         self._push = push
@@ -95,6 +118,24 @@ class Context:
     def is_replaying(self) -> bool:
         """True while a modern replay feeds recorded answers back to a yield-style handler."""
         return self._replaying
+
+    @property
+    def request_context(self) -> Any:
+        """The host's per-request object, or ``None`` outside a host."""
+        return None if self._host is None else self._host.request_context
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Report progress to the client (a no-op without a host, or while replaying)."""
+        if self._host is not None and not self._replaying:
+            await self._host.report_progress(progress, total, message)
+
+    async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
+        """Send the client a log message at *level* (``"debug"`` ... ``"emergency"``); a no-op
+        without a host, or while replaying. Modern clients get it only if they asked for logs."""
+        if self._host is not None and not self._replaying:
+            await self._host.log(level, data, logger)
 
     def request_state(self) -> Any:
         """Return style: the payload given to :meth:`mint_request_state` on the previous round,

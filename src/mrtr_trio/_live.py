@@ -14,9 +14,9 @@ from typing import Any
 
 import trio
 
-from ._context import Context
+from ._context import Context, Host
 from ._drive import Settings, check_capabilities, check_round_budget, resume, run_step
-from ._errors import MrtrError, RoundTimeout
+from ._errors import BackChannelUnavailable, MrtrError, RoundTimeout
 from ._flow import Ask, Finished, Flow, Need, RunStep, Wait, collect_answers, open_flow
 from ._values import Answer, Request
 
@@ -31,12 +31,17 @@ async def run_live(
     settings: Settings,
     handler: Callable[..., Any],
     arguments: Mapping[str, Any],
-    ask: AskFunction,
+    ask: AskFunction | None,
     client_capabilities: Mapping[str, Any] | None,
+    host: Host | None = None,
 ) -> Any:
-    """Run *handler* to completion on a live session and return its value."""
+    """Run *handler* to completion on a live session and return its value.
+
+    ``ask=None`` means the session has no back channel: asks fail with
+    :class:`BackChannelUnavailable` (before any capability check), steps and pauses work.
+    """
     session = _LiveSession(settings, ask, client_capabilities)
-    ctx = Context("legacy", client_capabilities, push=session.push)
+    ctx = Context("legacy", client_capabilities, push=session.push, host=host)
     flow = open_flow(handler, ctx, arguments)
     session.name = flow.name
     try:
@@ -54,7 +59,7 @@ class _LiveSession:
     def __init__(
         self,
         settings: Settings,
-        ask: AskFunction,
+        ask: AskFunction | None,
         client_capabilities: Mapping[str, Any] | None,
     ) -> None:
         self.settings = settings
@@ -86,6 +91,14 @@ class _LiveSession:
 
     async def ask_all(self, requests: Mapping[str, Request]) -> dict[str, Answer]:
         """Ask until every request has a valid answer (re-asking schema-invalid ones)."""
+        if self._ask is None:
+            kinds = ", ".join(sorted({r.method for r in requests.values()}))
+            raise BackChannelUnavailable(
+                f"{self.name} asked the client ({kinds}), but this legacy session has no back "
+                "channel for server-to-client requests (stateless or JSON-response HTTP). Serve "
+                "Streamable HTTP with stateless=False and json_response=False, or connect with "
+                "MCP 2026-07-28, where the same handler asks through input_required results."
+            )
         check_capabilities(self.name, requests.values(), self._capabilities)
         answers: dict[str, Answer] = {}
         todo = dict(requests)
@@ -101,11 +114,13 @@ class _LiveSession:
     async def _fan_out(self, requests: Mapping[str, Request]) -> dict[str, Any]:
         results: dict[str, Any] = {}
         failure: BaseException | None = None
+        ask = self._ask
+        assert ask is not None
 
         async def ask_one(key: str, request: Request, cancel_scope: trio.CancelScope) -> None:
             nonlocal failure
             try:
-                results[key] = await self._ask(key, request)
+                results[key] = await ask(key, request)
             except Exception as error:
                 if failure is None:
                     failure = error

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from ._context import Context
+from ._context import Context, Host
 from ._drive import Settings, check_capabilities, check_round_budget, resume, run_step
 from ._errors import InvalidInputResponse, NondeterminismError
 from ._flow import (
@@ -75,6 +75,7 @@ async def advance(
     request_state: str | None,
     client_capabilities: Mapping[str, Any] | None,
     bind: bytes,
+    host: Host | None = None,
 ) -> Complete | InputRequired:
     """Run one modern round of *handler* (see the module docstring)."""
     name = handler_name(handler)
@@ -82,7 +83,7 @@ async def advance(
     responses = _check_responses(input_responses)
     binding = binding_digest(name, arguments, _check_bind(bind))
     cursor = Cursor() if request_state is None else codec.open(request_state, binding)
-    ctx = Context("modern", client_capabilities)
+    ctx = Context("modern", client_capabilities, host=host)
     flow = open_flow(handler, ctx, arguments, resume_at=cursor.pending, payload=cursor.payload)
     round_ = _Round(settings, codec, name, binding, cursor, request_state is None, ctx)
     try:
@@ -119,7 +120,8 @@ class _Round:
         # state the handler's first ask. Later asks go to the client.
         first_ask_reads = self.first_call
 
-        self.ctx._set_replaying(bool(self.cursor.journal))
+        # Until the flow passes the pending point it re-runs code an earlier round ran.
+        self.ctx._set_replaying(flow.replayable and not self.first_call)
         need = await resume(flow, None, first=True)
         for position, record in enumerate(self.cursor.journal):
             value = _replayed_value(record, need)
@@ -128,14 +130,14 @@ class _Round:
                 pending = None  # the answers in hand were for another request
                 break
             journal.append(record)
-            self.ctx._set_replaying(position + 1 < len(self.cursor.journal))
             need = await resume(flow, value)
-        self.ctx._set_replaying(False)
 
         while True:
             if pending is not None and not _pending_matches(pending, need):
                 self._diverged(len(journal), _describe_pending(pending), need)
                 pending = None
+            if pending is None:
+                self.ctx._set_replaying(False)
             if isinstance(need, Finished):
                 return Complete(need.value)
             if isinstance(need, RunStep):
@@ -148,6 +150,7 @@ class _Round:
                 if pending is None:
                     return self._checkpoint(journal, PendingPause(), {}, need.payload)
                 pending = None
+                self.ctx._set_replaying(False)
                 if flow.replayable:
                     journal.append(PAUSE_RECORD)
                 need = await resume(flow, None)
@@ -161,6 +164,7 @@ class _Round:
             kept = pending.answered if isinstance(pending, PendingAsk) else {}
             answers, again = collect_answers(need.requests, kept, responses or {})
             pending, first_ask_reads = None, False
+            self.ctx._set_replaying(False)
             if again:
                 pending_ask = PendingAsk(prints, answers, stored)
                 return self._checkpoint(journal, pending_ask, again, need.payload)

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+from ._context import Host
 from ._drive import Settings
 from ._live import AskFunction, run_live
 from ._replay import Complete, InputRequired, advance
@@ -99,6 +100,7 @@ class Runtime:
         request_state: str | None = None,
         client_capabilities: Mapping[str, Any] | None = None,
         bind: bytes = b"",
+        host: Host | None = None,
     ) -> Complete | InputRequired:
         """One modern round: :class:`Complete` or :class:`InputRequired`.
 
@@ -106,7 +108,8 @@ class Runtime:
         *request_state* the token it echoed (``None`` only when it sent none: any string,
         ``""`` included, must verify); *client_capabilities* ``None`` means "all declared";
         *bind* is extra context the token is bound to (the MCP host passes method, target,
-        principal and audience).
+        principal and audience); *host* lends the handler's context progress, logging and the
+        host's request object.
 
         Raises :class:`~mrtr_trio.InvalidRequestState` before any handler code runs when the
         token fails verification, :class:`~mrtr_trio.InvalidInputResponse` for a malformed
@@ -123,25 +126,31 @@ class Runtime:
             request_state=request_state,
             client_capabilities=client_capabilities,
             bind=bind,
+            host=host,
         )
 
     async def run_live(
         self,
         handler: Callable[..., Any],
         arguments: Mapping[str, Any],
-        ask: AskFunction,
+        ask: AskFunction | None,
         *,
         client_capabilities: Mapping[str, Any] | None = None,
+        host: Host | None = None,
     ) -> Any:
         """Run a whole legacy flow and return its value.
 
         ``await ask(key, request)`` performs one server-to-client request and returns the
-        client's answer (JSON or an answer object); its exceptions end the flow. Raises as
-        :meth:`advance` does, plus :class:`~mrtr_trio.RoundTimeout`.
+        client's answer (JSON or an answer object); its exceptions end the flow. ``ask=None``
+        means the session has no back channel: asking raises
+        :class:`~mrtr_trio.BackChannelUnavailable`, while steps and pauses still work. Raises
+        as :meth:`advance` does, plus :class:`~mrtr_trio.RoundTimeout`.
         """
-        if not callable(ask):
+        if ask is not None and not callable(ask):
             raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
-        return await run_live(self._settings, handler, arguments, ask, client_capabilities)
+        return await run_live(
+            self._settings, handler, arguments, ask, client_capabilities, host=host
+        )
 
 
 def _positive(name: str, value: object) -> None:

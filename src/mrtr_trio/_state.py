@@ -138,12 +138,23 @@ def _fingerprint_of(kind: str, data: bytes) -> bytes:
 
 def binding_digest(identity: str, arguments: Mapping[str, Any], bind: bytes) -> bytes:
     """The 32-byte digest of what a token is bound to: the handler identity, a canonical
-    encoding of the arguments as received, and the host's *bind* bytes."""
-    try:
-        canonical = cbor2.dumps([identity, dict(arguments), bytes(bind)], canonical=True)
-    except (cbor2.CBOREncodeError, TypeError, ValueError) as problem:
-        raise TypeError(f"arguments must be JSON-like values: {problem}") from None
+    encoding of the arguments, and the host's *bind* bytes.
+
+    Values CBOR cannot encode bind by their JSON form when they have one (pydantic models), else
+    by type name only; a host that validates arguments binds the raw ones through *bind*.
+    """
+    canonical = cbor2.dumps(
+        [identity, dict(arguments), bytes(bind)], canonical=True, default=_bind_fallback
+    )
     return blake3.blake3(canonical).digest()
+
+
+def _bind_fallback(encoder: cbor2.CBOREncoder, value: Any) -> None:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        encoder.encode(dump(mode="json"))
+    else:
+        encoder.encode(f"<{type(value).__module__}.{type(value).__qualname__}>")
 
 
 # ---------------------------------------------------------------------------------- cursor

@@ -1,0 +1,347 @@
+"""The MCP server: :class:`App` registers handlers of either style and serves them, in both
+eras, on the official SDK's low-level server.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import mcp_types as types
+import trio
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from starlette.applications import Starlette
+
+from .._errors import (
+    INTERNAL_ERROR,
+    InvalidInputResponse,
+    InvalidRequestState,
+    MissingCapability,
+    MrtrError,
+)
+from .._replay import Complete
+from .._runtime import Runtime
+from ._host import guard_request_state, lift_input_responses, run_flow
+from ._registry import ArgumentsError, Entry, Kind, make_entry
+from ._transports import asgi_app, serve_http, serve_stdio
+from ._wire import error_result, mcp_error, prompt_result, resource_result, tool_result
+
+__all__ = ["App"]
+
+log = logging.getLogger("mrtr_trio.mcp")
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Errors that are protocol errors in every method and era (DESIGN §3).
+_PROTOCOL_ERRORS = (InvalidRequestState, InvalidInputResponse, MissingCapability)
+
+
+class App:
+    """An MCP server whose tools, prompts and resources are mrtr_trio handlers.
+
+    - *name*: the server's name (also the audience its ``requestState`` tokens are bound to);
+    - *runtime*: the :class:`~mrtr_trio.Runtime` (keys and knobs); by default one with a
+      per-process random key, which warns that modern flows will not survive a restart;
+    - *version*, *instructions*: what ``initialize`` and ``server/discover`` report.
+
+    ``app.server`` is the underlying ``mcp.server.lowlevel.Server``: ``mcp.Client(app.server)``
+    talks to it in-process, and its request handlers can be extended.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        runtime: Runtime | None = None,
+        version: str | None = None,
+        instructions: str | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name:
+            raise TypeError("App needs a non-empty name")
+        self.name = name
+        self.runtime = runtime if runtime is not None else Runtime()
+        self._entries: dict[Kind, dict[str, Entry]] = {"tool": {}, "prompt": {}, "resource": {}}
+        self.server: Server[Any] = Server(
+            name,
+            version=version or "0.0.0",
+            instructions=instructions,
+            get_tool_input_schema=self._tool_input_schema,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+            on_list_resources=self._list_resources,
+            on_list_resource_templates=self._list_resource_templates,
+            on_read_resource=self._read_resource,
+        )
+        self.server.middleware.append(guard_request_state)
+        self.server.middleware.append(lift_input_responses)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{len(v)} {k}s" for k, v in self._entries.items())
+        return f"<App {self.name!r}: {counts}>"
+
+    # ------------------------------------------------------------------- registration
+
+    def tool(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
+        """Register a tool (either handler style); the decorator returns the function unchanged.
+
+        The first parameter is the context; the others form the input schema. *description*
+        defaults to the docstring.
+        """
+        return self._register("tool", name=name, description=description)
+
+    def prompt(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
+        """Register a prompt; it returns a ``str`` (one user message) or a list of messages."""
+        return self._register("prompt", name=name, description=description)
+
+    def resource(
+        self,
+        uri: str,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        mime_type: str | None = None,
+    ) -> Callable[[F], F]:
+        """Register a resource at *uri*, which may be a template (``test://items/{id}``) whose
+        variables are the handler's parameters. It returns ``str`` (text) or ``bytes`` (blob)."""
+        if not isinstance(uri, str) or "://" not in uri:
+            raise TypeError(f"a resource needs a URI like 'scheme://path', got {uri!r}")
+        return self._register(
+            "resource", name=name, description=description, uri=uri, mime_type=mime_type
+        )
+
+    def _register(self, kind: Kind, *, name: Any, **options: Any) -> Callable[[F], F]:
+        if callable(name):
+            raise TypeError(f"write @app.{kind}() with parentheses")
+
+        def register(fn: F) -> F:
+            entry = make_entry(kind, fn, name=name, **options)
+            key = entry.uri if kind == "resource" else entry.name
+            assert key is not None
+            if key in self._entries[kind]:
+                raise ValueError(f"{self.name} already has a {kind} {key!r}")
+            self._entries[kind][key] = entry
+            return fn
+
+        return register
+
+    # --------------------------------------------------------------------------- lists
+
+    async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=e.name, description=e.description, input_schema=e.input_schema())
+                for e in self._entries["tool"].values()
+            ]
+        )
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        entry = self._entries["tool"].get(name)
+        return None if entry is None else entry.input_schema()
+
+    async def _list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(
+            prompts=[
+                types.Prompt(
+                    name=e.name,
+                    description=e.description,
+                    arguments=[
+                        types.PromptArgument(name=n, description=d, required=r)
+                        for n, d, r in e.parameters()
+                    ],
+                )
+                for e in self._entries["prompt"].values()
+            ]
+        )
+
+    async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=e.uri or "", name=e.name, description=e.description, mime_type=e.mime_type
+                )
+                for e in self._entries["resource"].values()
+                if not e.is_template
+            ]
+        )
+
+    async def _list_resource_templates(
+        self, ctx: Any, params: Any
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(
+            resource_templates=[
+                types.ResourceTemplate(
+                    uri_template=e.uri or "",
+                    name=e.name,
+                    description=e.description,
+                    mime_type=e.mime_type,
+                )
+                for e in self._entries["resource"].values()
+                if e.is_template
+            ]
+        )
+
+    # ------------------------------------------------------------------ the MRTR methods
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        entry = self._entries["tool"].get(params.name)
+        if entry is None:
+            raise MCPError(-32602, f"Unknown tool: {params.name}", {"name": params.name})
+        raw = params.arguments or {}
+        try:
+            arguments = entry.validate(raw)
+        except ArgumentsError as error:
+            return error_result(str(error))
+        try:
+            outcome = await run_flow(
+                self.runtime,
+                ctx,
+                entry,
+                raw,
+                arguments,
+                params,
+                target=entry.name,
+                audience=self.name,
+            )
+            if not isinstance(outcome, Complete):
+                return outcome
+            return tool_result(outcome.value)
+        except _PROTOCOL_ERRORS as error:
+            raise mcp_error(error) from error
+        except Exception as error:  # a tool's failure is a tool execution error
+            log.info("tool %r failed: %r", entry.name, error)
+            return error_result(_message(error))
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        entry = self._entries["prompt"].get(params.name)
+        if entry is None:
+            raise MCPError(-32602, f"Unknown prompt: {params.name}", {"name": params.name})
+        raw = params.arguments or {}
+        try:
+            arguments = entry.validate(raw)
+        except ArgumentsError as error:
+            raise MCPError(-32602, str(error)) from None
+        outcome = await self._run_or_raise(ctx, entry, raw, arguments, params, entry.name)
+        if not isinstance(outcome, Complete):
+            return outcome
+        return prompt_result(outcome.value, entry.description)
+
+    async def _read_resource(
+        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        uri = str(params.uri)
+        for entry in self._entries["resource"].values():
+            variables = entry.match(uri)
+            if variables is not None:
+                break
+        else:
+            raise MCPError(-32602, f"Unknown resource: {uri}", {"uri": uri})
+        arguments = entry.validate(variables)
+        outcome = await self._run_or_raise(ctx, entry, variables, arguments, params, uri)
+        if not isinstance(outcome, Complete):
+            return outcome
+        return resource_result(outcome.value, uri, entry.mime_type)
+
+    async def _run(
+        self,
+        ctx: ServerRequestContext[Any],
+        entry: Entry,
+        raw: Any,
+        arguments: dict[str, Any],
+        params: Any,
+        target: str,
+    ) -> Complete | types.InputRequiredResult:
+        return await run_flow(
+            self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
+        )
+
+    async def _run_or_raise(
+        self,
+        ctx: ServerRequestContext[Any],
+        entry: Entry,
+        raw: Any,
+        arguments: dict[str, Any],
+        params: Any,
+        target: str,
+    ) -> Complete | types.InputRequiredResult:
+        """Prompts and resources: any failure is a JSON-RPC error with the error's code."""
+        try:
+            return await self._run(ctx, entry, raw, arguments, params, target)
+        except MCPError:
+            raise
+        except MrtrError as error:
+            raise mcp_error(error) from error
+        except Exception as error:
+            log.info("%s %r failed: %r", entry.kind, entry.name, error)
+            raise MCPError(INTERNAL_ERROR, _message(error)) from error
+
+    # ------------------------------------------------------------------------ serving
+
+    def asgi(
+        self,
+        *,
+        path: str = "/mcp",
+        stateless: bool = False,
+        json_response: bool = False,
+        allowed_hosts: Sequence[str] | None = None,
+    ) -> Starlette:
+        """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan). Only
+        loopback ``Host`` headers are accepted unless *allowed_hosts* is given."""
+        return asgi_app(
+            self.server,
+            path=path,
+            stateless=stateless,
+            json_response=json_response,
+            allowed_hosts=allowed_hosts,
+        )
+
+    async def serve_http(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        path: str = "/mcp",
+        stateless: bool = False,
+        json_response: bool = False,
+        allowed_hosts: Sequence[str] | None = None,
+        task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve Streamable HTTP on hypercorn's trio worker until cancelled.
+
+        ``url = await nursery.start(app.serve_http, "127.0.0.1", 0)`` returns the endpoint URL
+        with the real port.
+        """
+        app = self.asgi(
+            path=path, stateless=stateless, json_response=json_response, allowed_hosts=allowed_hosts
+        )
+        await serve_http(app, host, port, path, task_status=task_status)
+
+    async def serve_stdio(self) -> None:
+        """Serve on this process's stdin and stdout until EOF or cancellation."""
+        await serve_stdio(self.server)
+
+    def run(
+        self,
+        transport: Literal["stdio", "http"] = "stdio",
+        host: str = "127.0.0.1",
+        port: int = 8000,
+    ) -> None:
+        """Serve until interrupted (blocking, on trio)."""
+        if transport == "stdio":
+            trio.run(self.serve_stdio)
+        elif transport == "http":
+            trio.run(lambda: self.serve_http(host, port))
+        else:
+            raise ValueError(f'transport must be "stdio" or "http", got {transport!r}')
+
+
+def _message(error: BaseException) -> str:
+    text = str(error)
+    return text if text else type(error).__name__

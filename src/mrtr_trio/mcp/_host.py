@@ -1,0 +1,197 @@
+"""Running one MCP request's flow in the era the request belongs to.
+
+A modern (2026-07-28) request runs one round with :meth:`Runtime.advance`, bound to the
+method, the target, the raw arguments, the authenticated principal and the server name. A legacy
+request runs the whole flow live with :meth:`Runtime.run_live`, each ask a real server-to-client
+request on the originating request's stream (``related_request_id``). Client capabilities come
+from the request's ``_meta`` (modern) or from ``initialize`` (legacy).
+
+Two middleware entries run before the SDK validates params: a non-string ``requestState`` gets
+the fixed requestState error, and ``inputResponses`` is lifted out as raw JSON, so that
+mrtr_trio checks each answer itself (unknown keys ignored, malformed answers named).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import cbor2
+import mcp_types as types
+import pydantic
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import principal_components
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import CallNext, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from .._errors import InvalidInputResponse, InvalidRequestState
+from .._replay import Complete, InputRequired
+from .._runtime import Runtime
+from .._values import Request
+from ._registry import Entry
+from ._wire import ANSWER_TYPES, answer_json, input_required_result, sdk_request
+
+__all__ = ["RequestHost", "client_capabilities", "is_modern", "lift_input_responses", "run_flow"]
+
+MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+_RAW_INPUT_RESPONSES: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "mrtr_trio_raw_input_responses", default=None
+)
+_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+def is_modern(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the request is a 2026-07-28 (stateless) one."""
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def client_capabilities(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
+    """The client's declared capabilities as a dict (``{}`` when it declared none)."""
+    declared = ctx.session.client_capabilities
+    if declared is None:
+        return {}
+    return declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class RequestHost:
+    """The :class:`~mrtr_trio.Host` for one MCP request: progress and logs on its stream."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+
+    @property
+    def request_context(self) -> ServerRequestContext[Any]:
+        return self._ctx
+
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
+        await self._ctx.session.report_progress(progress, total, message)
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        if level not in _LEVELS:
+            raise ValueError(f"log level must be one of {_LEVELS}, got {level!r}")
+        if level not in allowed_log_levels(self._ctx.protocol_version, self._ctx.meta):
+            return  # modern requests get logs only when they asked for them
+        notification = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams(level=level, data=data, logger=logger)
+        )
+        await self._ctx.session.send_notification(
+            notification, related_request_id=self._ctx.request_id
+        )
+
+
+class LegacyAsker:
+    """Asks a legacy client over the back channel of the request being served."""
+
+    def __init__(self, ctx: ServerRequestContext[Any]) -> None:
+        self._ctx = ctx
+
+    async def __call__(self, key: str, request: Request) -> dict[str, Any]:
+        answer_type = ANSWER_TYPES[request.method]
+        try:
+            answer = await self._ctx.session.send_request(
+                sdk_request(request, self._ctx.protocol_version),
+                answer_type,
+                metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
+            )
+        except pydantic.ValidationError as error:
+            raise InvalidInputResponse(
+                f"the client's answer to {key!r} ({request.method}) is malformed: "
+                f"{error.errors()[0]['msg']}"
+            ) from None
+        return answer_json(answer)
+
+
+async def run_flow(
+    runtime: Runtime,
+    ctx: ServerRequestContext[Any],
+    entry: Entry,
+    raw_arguments: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    params: Any,
+    *,
+    target: str,
+    audience: str,
+) -> Complete | types.InputRequiredResult:
+    """Run *entry*'s handler for this request in its era.
+
+    Returns the finished value as :class:`Complete`, or (modern only) the SDK
+    ``InputRequiredResult`` to send back.
+    """
+    host = RequestHost(ctx)
+    capabilities = client_capabilities(ctx)
+    if not is_modern(ctx):
+        ask = LegacyAsker(ctx) if ctx.session.can_send_request else None
+        value = await runtime.run_live(
+            entry.fn, arguments, ask, client_capabilities=capabilities, host=host
+        )
+        return Complete(value)
+    outcome = await runtime.advance(
+        entry.fn,
+        arguments,
+        input_responses=_input_responses(params),
+        request_state=params.request_state,
+        client_capabilities=capabilities,
+        bind=_bind(ctx.method, target, raw_arguments, audience),
+        host=host,
+    )
+    if isinstance(outcome, InputRequired):
+        return input_required_result(outcome)
+    return outcome
+
+
+def _bind(method: str, target: str, raw_arguments: Mapping[str, Any], audience: str) -> bytes:
+    """What a token is bound to besides the handler: method, target, the arguments as
+    received, the authenticated principal (empty when unauthenticated) and the audience."""
+    token = get_access_token()
+    principal = list(principal_components(token)) if token is not None else []
+    return cbor2.dumps(
+        [method, target, dict(raw_arguments), principal, audience],
+        canonical=True,
+        default=lambda encoder, value: encoder.encode(repr(value)),
+    )
+
+
+def _input_responses(params: Any) -> Any:
+    lifted = _RAW_INPUT_RESPONSES.get()
+    if lifted is not None:
+        return lifted
+    typed = getattr(params, "input_responses", None)
+    if typed is None:
+        return None
+    return {key: answer_json(answer) for key, answer in typed.items()}
+
+
+async def guard_request_state(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+    """Middleware: a non-string ``requestState`` gets the fixed requestState error (the SDK
+    would otherwise reject it with a generic params error)."""
+    if ctx.method in MRTR_METHODS and isinstance(ctx.params, Mapping):
+        state = ctx.params.get("requestState")
+        if state is not None and not isinstance(state, str):
+            error = InvalidRequestState(f"not a string but {type(state).__name__}")
+            raise MCPError(error.code, error.message, error.data)
+    return await call_next(ctx)
+
+
+async def lift_input_responses(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+    """Middleware: take ``inputResponses`` out of the params before the SDK validates them, and
+    hand them to the flow as raw JSON."""
+    if (
+        ctx.method in MRTR_METHODS
+        and isinstance(ctx.params, Mapping)
+        and ctx.params.get("inputResponses") is not None
+    ):
+        params = dict(ctx.params)
+        token = _RAW_INPUT_RESPONSES.set(params.pop("inputResponses"))
+        try:
+            return await call_next(dataclasses.replace(ctx, params=params))
+        finally:
+            _RAW_INPUT_RESPONSES.reset(token)
+    return await call_next(ctx)

@@ -1,0 +1,165 @@
+"""What an :class:`~mrtr_trio.mcp.App` serves: tools, prompts and resources, and how their
+arguments are described and checked.
+
+Each registered function becomes an :class:`Entry`. Its arguments model is a pydantic model of
+the function's parameters after the first (the context, whatever its name), read with
+``inspect.signature(fn, eval_str=True)`` so string annotations work; it gives the tool's input
+schema and the prompt's argument list, and validates what clients send. Resource URIs may be
+templates (``test://items/{id}``) whose variables are the function's parameters.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import attrs
+import pydantic
+
+from .._flow import is_generator_handler
+
+__all__ = ["ArgumentsError", "Entry", "make_entry"]
+
+Kind = Literal["tool", "prompt", "resource"]
+_TEMPLATE_VARIABLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class ArgumentsError(ValueError):
+    """A client's arguments do not fit the handler's parameters; the message says how."""
+
+
+@attrs.frozen
+class Entry:
+    """One registered handler."""
+
+    kind: Kind
+    name: str
+    fn: Callable[..., Any]
+    description: str | None
+    arguments_model: type[pydantic.BaseModel]
+    uri: str | None = None
+    mime_type: str | None = None
+    uri_pattern: re.Pattern[str] | None = None
+
+    @property
+    def is_template(self) -> bool:
+        """A resource whose URI has ``{variables}``."""
+        return self.uri_pattern is not None
+
+    def input_schema(self) -> dict[str, Any]:
+        """The JSON schema of the arguments (a tool's ``inputSchema``)."""
+        schema = self.arguments_model.model_json_schema(by_alias=True)
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    def parameters(self) -> list[tuple[str, str | None, bool]]:
+        """``(name, description, required)`` for each argument (a prompt's argument list)."""
+        return [
+            (field.alias or name, field.description, field.is_required())
+            for name, field in self.arguments_model.model_fields.items()
+        ]
+
+    def validate(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The arguments as the handler receives them (validated and converted), or
+        :class:`ArgumentsError` saying what is wrong."""
+        try:
+            model = self.arguments_model.model_validate(dict(arguments or {}))
+        except pydantic.ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise ArgumentsError(
+                f"invalid arguments for {self.kind} {self.name!r}: {problems}"
+            ) from None
+        return {
+            field.alias or name: getattr(model, name)
+            for name, field in self.arguments_model.model_fields.items()
+        }
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        """The template variables if *uri* is this resource's, else ``None``."""
+        if self.uri_pattern is None:
+            return {} if uri == self.uri else None
+        found = self.uri_pattern.fullmatch(uri)
+        return None if found is None else found.groupdict()
+
+
+def make_entry(
+    kind: Kind,
+    fn: Callable[..., Any],
+    *,
+    name: str | None,
+    description: str | None,
+    uri: str | None = None,
+    mime_type: str | None = None,
+) -> Entry:
+    """An :class:`Entry` for *fn*, or ``TypeError``/``ValueError`` saying why it cannot be one."""
+    is_generator_handler(fn)  # raises TypeError for anything but an async def function
+    name = name or getattr(fn, "__name__", None)
+    if not name:
+        raise TypeError(f"cannot name {fn!r}; pass name=...")
+    if description is None:
+        description = inspect.getdoc(fn)
+    model = _arguments_model(fn, name)
+    pattern = None
+    if uri is not None:
+        variables = _TEMPLATE_VARIABLE.findall(uri)
+        parameters = {field.alias or key for key, field in model.model_fields.items()}
+        if set(variables) != parameters:
+            raise TypeError(
+                f"resource {uri!r}: the handler's parameters after the context "
+                f"({sorted(parameters)}) must be the URI template's variables ({sorted(variables)})"
+            )
+        if variables:
+            pattern = _template_pattern(uri)
+    return Entry(kind, name, fn, description, model, uri, mime_type, pattern)
+
+
+def _arguments_model(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:
+    try:
+        signature = inspect.signature(fn, eval_str=True)
+    except NameError as error:
+        raise TypeError(f"{name}: cannot resolve an annotation ({error})") from None
+    parameters = list(signature.parameters.values())
+    if not parameters or parameters[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        raise TypeError(f"{name}: the first parameter must be the context (e.g. `ctx`)")
+    fields: dict[str, Any] = {}
+    for parameter in parameters[1:]:
+        if parameter.kind not in (
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            inspect.Parameter.KEYWORD_ONLY,
+        ):
+            raise TypeError(
+                f"{name}: parameter {parameter.name!r} must be nameable by a client "
+                "(no *args, **kwargs or positional-only parameters)"
+            )
+        annotation = (
+            Any if parameter.annotation is inspect.Parameter.empty else parameter.annotation
+        )
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        # Fields are aliased so any parameter name works, even one pydantic reserves.
+        fields[f"arg_{len(fields)}"] = (
+            annotation,
+            pydantic.Field(default, alias=parameter.name),
+        )
+    return pydantic.create_model(
+        f"{name}_arguments",
+        __config__=pydantic.ConfigDict(populate_by_name=False, arbitrary_types_allowed=True),
+        **fields,
+    )
+
+
+def _template_pattern(uri: str) -> re.Pattern[str]:
+    parts = _TEMPLATE_VARIABLE.split(uri)
+    regex = "".join(
+        re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)"
+        for index, part in enumerate(parts)
+    )
+    return re.compile(regex)

@@ -1,0 +1,160 @@
+"""Conversions between mrtr_trio's values and the MCP SDK's wire types.
+
+Requests become SDK request models (2026 shape, or the negotiated legacy shape); SDK answers
+become client JSON for :func:`~mrtr_trio.parse_answer`; handler return values become
+``CallToolResult``, ``GetPromptResult`` and ``ReadResourceResult``; mrtr_trio errors become
+``MCPError`` with their JSON-RPC code and data.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as types
+import pydantic
+from mcp.shared.exceptions import MCPError
+
+from .._errors import MrtrError
+from .._replay import InputRequired
+from .._values import CreateMessageRequest, ElicitRequest, Request
+
+__all__ = [
+    "ANSWER_TYPES",
+    "input_required_result",
+    "mcp_error",
+    "prompt_result",
+    "resource_result",
+    "sdk_request",
+    "tool_result",
+]
+
+_REQUEST_TYPES: dict[str, type[pydantic.BaseModel]] = {
+    "elicitation/create": types.ElicitRequest,
+    "sampling/createMessage": types.CreateMessageRequest,
+    "roots/list": types.ListRootsRequest,
+}
+
+#: The SDK result type a legacy client's answer is read as, by request method.
+ANSWER_TYPES: dict[str, type[pydantic.BaseModel]] = {
+    "elicitation/create": types.ElicitResult,
+    "sampling/createMessage": types.CreateMessageResult,
+    "roots/list": types.ListRootsResult,
+}
+
+_CONTENT_BLOCKS: pydantic.TypeAdapter[list[types.ContentBlock]] = pydantic.TypeAdapter(
+    list[types.ContentBlock]
+)
+_PROMPT_MESSAGES: pydantic.TypeAdapter[list[types.PromptMessage]] = pydantic.TypeAdapter(
+    list[types.PromptMessage]
+)
+
+
+def sdk_request(request: Request, legacy_version: str | None = None) -> Any:
+    """The SDK model of *request*: 2026-shaped, or for the legacy *legacy_version*."""
+    if legacy_version is None:
+        wire = request.to_wire()
+    elif isinstance(request, ElicitRequest):
+        wire = request.to_legacy_wire(_known_legacy(legacy_version))
+    else:
+        wire = request.to_legacy_wire()
+    return _REQUEST_TYPES[request.method].model_validate(wire)
+
+
+def _known_legacy(version: str) -> str:
+    # Versions before 2025-06-18 have no mode field; treat them like 2025-06-18.
+    return version if version in ("2025-06-18", "2025-11-25") else "2025-06-18"
+
+
+def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:
+    """The SDK ``InputRequiredResult`` for a modern round that needs the client."""
+    return types.InputRequiredResult(
+        input_requests={key: sdk_request(r) for key, r in outcome.input_requests.items()},
+        request_state=outcome.request_state,
+    )
+
+
+def mcp_error(error: MrtrError) -> MCPError:
+    """The JSON-RPC error for *error*."""
+    return MCPError(error.code, error.message, error.data)
+
+
+def tool_result(value: Any) -> types.CallToolResult:
+    """A tool's return value as a result: ``str`` → one text block, ``None`` → no content, a
+    ``dict`` → JSON text plus ``structuredContent``, a list of content blocks → that content,
+    an SDK ``CallToolResult`` → as is."""
+    if isinstance(value, types.CallToolResult):
+        return value
+    if value is None:
+        return types.CallToolResult(content=[])
+    if isinstance(value, str):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=value)])
+    if isinstance(value, Mapping):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=dict(value),
+        )
+    if isinstance(value, list | tuple):
+        return types.CallToolResult(content=_CONTENT_BLOCKS.validate_python(list(value)))
+    return types.CallToolResult(content=[types.TextContent(type="text", text=str(value))])
+
+
+def error_result(message: str) -> types.CallToolResult:
+    """A tool execution error (``isError: true``) carrying *message*."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=message)], is_error=True
+    )
+
+
+def prompt_result(value: Any, description: str | None) -> types.GetPromptResult:
+    """A prompt's return value as a result: ``str`` → one user text message, a list of
+    messages → as is, an SDK ``GetPromptResult`` → as is."""
+    if isinstance(value, types.GetPromptResult):
+        return value
+    if isinstance(value, str):
+        messages = [
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=value))
+        ]
+    elif isinstance(value, list | tuple):
+        messages = _PROMPT_MESSAGES.validate_python(list(value))
+    else:
+        raise MrtrError(
+            f"a prompt must return a str or a list of messages, got {type(value).__name__}"
+        )
+    return types.GetPromptResult(description=description, messages=messages)
+
+
+def resource_result(value: Any, uri: str, mime_type: str | None) -> types.ReadResourceResult:
+    """A resource's return value as a result: ``str`` → text contents, ``bytes`` → a blob,
+    an SDK ``ReadResourceResult`` → as is."""
+    if isinstance(value, types.ReadResourceResult):
+        return value
+    contents: types.TextResourceContents | types.BlobResourceContents
+    if isinstance(value, str):
+        contents = types.TextResourceContents(
+            uri=uri, mime_type=mime_type or "text/plain", text=value
+        )
+    elif isinstance(value, bytes | bytearray):
+        contents = types.BlobResourceContents(
+            uri=uri,
+            mime_type=mime_type or "application/octet-stream",
+            blob=base64.b64encode(bytes(value)).decode("ascii"),
+        )
+    else:
+        raise MrtrError(f"a resource must return str or bytes, got {type(value).__name__}")
+    return types.ReadResourceResult(contents=[contents])
+
+
+def answer_json(answer: pydantic.BaseModel) -> dict[str, Any]:
+    """An SDK answer model as the client's JSON."""
+    return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+def sampling_text(request: CreateMessageRequest) -> str:
+    """The text of a sampling request's last message (for transcripts)."""
+    content = request.messages[-1]["content"]
+    blocks = content if isinstance(content, list | tuple) else [content]
+    return "".join(b.get("text", "") for b in blocks)
