@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
+import attrs
+
 from ._context import Host
 from ._drive import Settings
 from ._live import AskFunction, run_live
@@ -70,6 +72,21 @@ class Runtime:
         self._codec = StateCodec(
             Keyring(keys), ttl=float(ttl), max_state_bytes=max_state_bytes, clock=clock
         )
+
+    def _derive(self, *, check_expiry: bool = True, **changes: Any) -> Runtime:
+        """A new runtime with the same keys and these settings changed (for
+        :mod:`mrtr_trio.testing`: fresh-process checks and offline replays)."""
+        derived = object.__new__(Runtime)
+        derived._settings = attrs.evolve(self._settings, **changes)
+        codec = self._codec
+        derived._codec = StateCodec(
+            codec.keyring,
+            ttl=codec.ttl,
+            max_state_bytes=codec.max_state_bytes,
+            clock=codec.clock,
+            check_expiry=check_expiry,
+        )
+        return derived
 
     def __repr__(self) -> str:
         s = self._settings

@@ -505,11 +505,14 @@ class StateCodec:
         ttl: float,
         max_state_bytes: int,
         clock: Callable[[], float] = time.time,
+        check_expiry: bool = True,
     ) -> None:
         self.keyring = keyring
         self.ttl = ttl
         self.max_state_bytes = max_state_bytes
         self.clock = clock
+        #: False only for offline tools that replay recorded tokens (mrtr_trio.testing).
+        self.check_expiry = check_expiry
 
     def seal(self, cursor: Cursor, binding: bytes) -> str:
         """A token for *cursor* (issue time now, lifetime ``ttl``), bound to *binding*."""
@@ -546,6 +549,8 @@ class StateCodec:
             cursor = decode_cursor(body)
         except (ValueError, TypeError, KeyError, IndexError, cbor2.CBORError) as problem:
             raise InvalidRequestState(f"malformed body ({problem})") from None
+        if not self.check_expiry:
+            return cursor
         now = self.clock()
         if cursor.issued_at > now + FUTURE_SKEW_SECONDS:
             raise InvalidRequestState(f"issued {cursor.issued_at - now:.0f} s in the future")
