@@ -398,3 +398,55 @@ async def test_the_client_gives_up_after_ten_retries() -> None:
 
     with pytest.raises(RoundLimitExceeded, match="client gave up"):
         await run_modern(forever, {}, happy_answer, runtime=runtime(max_rounds=50))
+
+
+# --------------------------------------------------------------------- host hooks
+
+
+class RecordingHost:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Any]] = []
+
+    @property
+    def request_context(self) -> str:
+        return "the host's request"
+
+    async def report_progress(
+        self, progress: float, total: float | None, message: str | None
+    ) -> None:
+        self.sent.append(("progress", progress))
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        self.sent.append((level, data))
+
+
+async def test_notifications_are_not_repeated_by_replays() -> None:
+    async def chatty(ctx: Context):
+        assert ctx.request_context == "the host's request"
+        await ctx.log("info", "starting")
+        first = yield elicit("One?", CONFIRM)
+        await ctx.report_progress(50, 100)
+        second = yield elicit("Two?", CONFIRM)
+        await ctx.log("info", "finishing")
+        yield done((first.action, second.action))
+
+    rt = runtime()
+    host = RecordingHost()
+    state, responses = None, None
+    for key in ("input-0", "input-1", None):
+        out = await rt.advance(
+            chatty, {}, request_state=state, input_responses=responses, host=host
+        )
+        if key is None:
+            assert out == Complete(("accept", "accept"))
+            break
+        state, responses = out.request_state, {key: ACCEPT_YES}
+    # Each notification once, though the handler ran from the top three times.
+    assert host.sent == [("info", "starting"), ("progress", 50), ("info", "finishing")]
+    live_host = RecordingHost()
+
+    async def ask(key: str, request: Any) -> Any:
+        return ACCEPT_YES
+
+    assert await rt.run_live(chatty, {}, ask, host=live_host) == ("accept", "accept")
+    assert live_host.sent == host.sent

@@ -166,3 +166,28 @@ async def test_a_client_that_goes_away_mid_round_leaves_no_open_generator(mode: 
         with trio.fail_after(5):
             await apps.all_closed()
     assert apps.STARTED and apps.FINALISED == apps.STARTED
+
+
+async def test_url_elicitation_gets_an_elicitation_id_on_legacy_sessions() -> None:
+    from mrtr_trio import done, elicit_url
+    from mrtr_trio.mcp import App
+
+    url_app = App("url", runtime=apps.app.runtime)
+    seen: list[Any] = []
+
+    @url_app.tool()
+    async def sign_in(ctx: Any):
+        answer = yield elicit_url("Sign in, please", "https://example.com/login")
+        yield done(answer.action)
+
+    async def on_elicit(ctx: Any, params: Any) -> types.ElicitResult:
+        seen.append(params)
+        return types.ElicitResult(action="accept")
+
+    for mode in MODES:
+        async with Client(url_app.server, mode=mode, elicitation_callback=on_elicit) as client:
+            assert text_of(await client.call_tool("sign_in", {})) == "accept"
+    legacy, modern = seen
+    assert legacy.mode == modern.mode == "url"
+    assert legacy.elicitation_id  # 2025-11-25 requires one
+    assert modern.url == "https://example.com/login"

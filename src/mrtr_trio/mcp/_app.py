@@ -243,7 +243,10 @@ class App:
                 break
         else:
             raise MCPError(-32602, f"Unknown resource: {uri}", {"uri": uri})
-        arguments = entry.validate(variables)
+        try:
+            arguments = entry.validate(variables)
+        except ArgumentsError as error:
+            raise MCPError(-32602, str(error), {"uri": uri}) from None
         outcome = await self._run_or_raise(ctx, entry, variables, arguments, params, uri)
         if not isinstance(outcome, Complete):
             return outcome
