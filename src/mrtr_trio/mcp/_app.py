@@ -5,7 +5,7 @@ eras, on the official SDK's low-level server.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import mcp_types as types
@@ -33,6 +33,7 @@ __all__ = ["App"]
 
 log = logging.getLogger("mrtr_trio.mcp")
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
 
 #: Errors that are protocol errors in every method and era (DESIGN §3).
 _PROTOCOL_ERRORS = (InvalidRequestState, InvalidInputResponse, MissingCapability)
@@ -195,27 +196,11 @@ class App:
         raw = params.arguments or {}
         try:
             arguments = entry.validate(raw)
-        except ArgumentsError as error:
+        except ArgumentsError as error:  # per spec, a tool execution error
             return error_result(str(error))
-        try:
-            outcome = await run_flow(
-                self.runtime,
-                ctx,
-                entry,
-                raw,
-                arguments,
-                params,
-                target=entry.name,
-                audience=self.name,
-            )
-            if not isinstance(outcome, Complete):
-                return outcome
-            return tool_result(outcome.value)
-        except _PROTOCOL_ERRORS as error:
-            raise mcp_error(error) from error
-        except Exception as error:  # a tool's failure is a tool execution error
-            log.info("tool %r failed: %r", entry.name, error)
-            return error_result(_message(error))
+        return await self._serve(
+            ctx, entry, raw, arguments, params, entry.name, tool_result, error_result
+        )
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any], params: types.GetPromptRequestParams
@@ -228,10 +213,15 @@ class App:
             arguments = entry.validate(raw)
         except ArgumentsError as error:
             raise MCPError(-32602, str(error)) from None
-        outcome = await self._run_or_raise(ctx, entry, raw, arguments, params, entry.name)
-        if not isinstance(outcome, Complete):
-            return outcome
-        return prompt_result(outcome.value, entry.description)
+        return await self._serve(
+            ctx,
+            entry,
+            raw,
+            arguments,
+            params,
+            entry.name,
+            lambda value: prompt_result(value, entry.description),
+        )
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
@@ -247,43 +237,45 @@ class App:
             arguments = entry.validate(variables)
         except ArgumentsError as error:
             raise MCPError(-32602, str(error), {"uri": uri}) from None
-        outcome = await self._run_or_raise(ctx, entry, variables, arguments, params, uri)
-        if not isinstance(outcome, Complete):
-            return outcome
-        return resource_result(outcome.value, uri, entry.mime_type)
-
-    async def _run(
-        self,
-        ctx: ServerRequestContext[Any],
-        entry: Entry,
-        raw: Any,
-        arguments: dict[str, Any],
-        params: Any,
-        target: str,
-    ) -> Complete | types.InputRequiredResult:
-        return await run_flow(
-            self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
+        return await self._serve(
+            ctx,
+            entry,
+            variables,
+            arguments,
+            params,
+            uri,
+            lambda value: resource_result(value, uri, entry.mime_type),
         )
 
-    async def _run_or_raise(
+    async def _serve(
         self,
         ctx: ServerRequestContext[Any],
         entry: Entry,
-        raw: Any,
+        raw: Mapping[str, Any],
         arguments: dict[str, Any],
         params: Any,
         target: str,
-    ) -> Complete | types.InputRequiredResult:
-        """Prompts and resources: any failure is a JSON-RPC error with the error's code."""
+        to_result: Callable[[Any], R],
+        failure_result: Callable[[str], R] | None = None,
+    ) -> R | types.InputRequiredResult:
+        """Run the flow and shape its outcome. Protocol errors are JSON-RPC errors everywhere;
+        any other failure becomes *failure_result* (tools: an ``isError`` result) or, without
+        one, a JSON-RPC error with the error's code (prompts, resources; DESIGN §3)."""
         try:
-            return await self._run(ctx, entry, raw, arguments, params, target)
-        except MCPError:
-            raise
-        except MrtrError as error:
+            outcome = await run_flow(
+                self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
+            )
+            return outcome if not isinstance(outcome, Complete) else to_result(outcome.value)
+        except _PROTOCOL_ERRORS as error:
             raise mcp_error(error) from error
         except Exception as error:
             log.info("%s %r failed: %r", entry.kind, entry.name, error)
-            raise MCPError(INTERNAL_ERROR, _message(error)) from error
+            if failure_result is not None:
+                return failure_result(_message(error))
+            if isinstance(error, MCPError):
+                raise  # e.g. the client's error answer to a legacy request, with its code
+            code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
+            raise MCPError(code, _message(error)) from error
 
     # ------------------------------------------------------------------------ serving
 

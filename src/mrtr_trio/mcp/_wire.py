@@ -19,10 +19,12 @@ from mcp.shared.exceptions import MCPError
 
 from .._errors import MrtrError
 from .._replay import InputRequired
-from .._values import CreateMessageRequest, ElicitRequest, Request
+from .._values import ElicitRequest, Request
 
 __all__ = [
     "ANSWER_TYPES",
+    "answer_json",
+    "error_result",
     "input_required_result",
     "mcp_error",
     "prompt_result",
@@ -151,10 +153,3 @@ def resource_result(value: Any, uri: str, mime_type: str | None) -> types.ReadRe
 def answer_json(answer: pydantic.BaseModel) -> dict[str, Any]:
     """An SDK answer model as the client's JSON."""
     return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
-
-
-def sampling_text(request: CreateMessageRequest) -> str:
-    """The text of a sampling request's last message (for transcripts)."""
-    content = request.messages[-1]["content"]
-    blocks = content if isinstance(content, list | tuple) else [content]
-    return "".join(b.get("text", "") for b in blocks)
