@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             trio.run(app.serve_stdio)
         else:
             trio.run(_serve_http, app, *args.http)
-    except KeyboardInterrupt:
+    except* KeyboardInterrupt:  # Ctrl-C: stop quietly, however deep in the task tree
         pass
 
 
