@@ -450,3 +450,24 @@ async def test_notifications_are_not_repeated_by_replays() -> None:
 
     assert await rt.run_live(chatty, {}, ask, host=live_host) == ("accept", "accept")
     assert live_host.sent == host.sent
+
+
+async def test_answers_a_token_could_not_hold_are_malformed_in_both_eras() -> None:
+    async def sample(ctx: Context):
+        got = yield {"s": create_message("Hi", max_tokens=10)}
+        yield done(got["s"].text)
+
+    deep: Any = "x"
+    for _ in range(40):
+        deep = {"nested": deep}
+    too_deep = {
+        "role": "assistant",
+        "content": {"type": "text", "text": "t", "_meta": deep},
+        "model": "m",
+    }
+    surrogate = {"role": "assistant", "content": {"type": "text", "text": "\ud800"}, "model": "m"}
+    for bad in (too_deep, surrogate):
+        with pytest.raises(InvalidInputResponse, match="the answer to 's' cannot be used"):
+            await runtime().advance(sample, {}, input_responses={"s": bad})
+        with pytest.raises(InvalidInputResponse, match="the answer to 's' cannot be used"):
+            await run_live(sample, {}, lambda key, request, bad=bad: bad)

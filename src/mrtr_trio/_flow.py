@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ._errors import InvalidInputResponse
-from ._state import PendingAsk, PendingPause, fingerprint, recordable, step_fingerprint
+from ._state import (
+    PendingAsk,
+    PendingPause,
+    fingerprint,
+    record_problem,
+    recordable,
+    step_fingerprint,
+)
 from ._values import (
     Answer,
     CreateMessageRequest,
@@ -392,6 +399,9 @@ def collect_answers(
             answer = parse_answer(request, responses[key])
         except InvalidInputResponse as error:
             raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
+        problem = record_problem(answer.to_wire())  # both eras: what a token could not hold
+        if problem is not None:
+            raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
         if content_problems_for(request, answer):
             again[key] = request
         else:

@@ -70,6 +70,7 @@ __all__ = [
     "binding_digest",
     "describe_fingerprint",
     "fingerprint",
+    "record_problem",
     "recordable",
     "step_fingerprint",
 ]
@@ -221,11 +222,15 @@ class Cursor:
 
 # ------------------------------------------------------------------------------ recordable
 
-# The tags cbor2 decodes itself (tag_hook never sees them); each is overridden to fail.
+# The tags cbor2 decodes itself (tag_hook never sees them); each is overridden to fail, but
+# for bignums (2, 3): JSON integers have no size limit, and they decode to plain ints.
 _BUILTIN_TAGS = (
-    *(0, 1, 2, 3, 4, 5, 25, 28, 29, 30, 35, 36, 37, 52, 54),
+    *(0, 1, 4, 5, 25, 28, 29, 30, 35, 36, 37, 52, 54),
     *(100, 256, 258, 260, 261, 1004, 43000, 55799),
 )
+#: Nesting the token decoder allows; recorded values get less, for the cursor around them.
+MAX_DEPTH = 32
+_VALUE_DEPTH = MAX_DEPTH - 8
 
 
 def _reject_tag(*_: Any) -> Any:
@@ -235,7 +240,7 @@ def _reject_tag(*_: Any) -> Any:
 _NO_TAGS = dict.fromkeys(_BUILTIN_TAGS, _reject_tag)
 
 
-def _strict_loads(data: bytes) -> Any:
+def _strict_loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     """Decode CBOR with tight limits: no tags (so nothing but plain JSON-like values and bytes),
     no indefinite lengths, no duplicate keys, small depth, and no trailing bytes."""
     stream = io.BytesIO(data)
@@ -243,7 +248,7 @@ def _strict_loads(data: bytes) -> Any:
         stream,
         tag_hook=_reject_tag,
         semantic_decoders=_NO_TAGS,
-        max_depth=32,
+        max_depth=max_depth,
         allow_indefinite=False,
         allow_duplicate_keys=False,
         strict_hashable_types=True,
@@ -261,12 +266,29 @@ def recordable(value: Any, what: str) -> Any:
     Raises :class:`MrtrError` naming *what* when the value cannot be recorded.
     """
     try:
-        return _strict_loads(cbor2.dumps(value))
-    except (cbor2.CBORError, TypeError, ValueError) as problem:
+        return _read_back(value)
+    except _UNRECORDABLE as problem:
         raise MrtrError(
             f"cannot record the {type(value).__name__} from {what} in requestState "
             f"({problem}); use None, bool, int, float, str, bytes, lists and dicts"
         ) from None
+
+
+def record_problem(value: Any) -> str | None:
+    """Why *value* could not be recorded in a token and read back (too deep, a type with no
+    plain CBOR form, a string that is not valid Unicode), or ``None`` when it can."""
+    try:
+        _read_back(value)
+    except _UNRECORDABLE as problem:
+        return str(problem)
+    return None
+
+
+_UNRECORDABLE = (cbor2.CBORError, TypeError, ValueError)
+
+
+def _read_back(value: Any) -> Any:
+    return _strict_loads(cbor2.dumps(value), _VALUE_DEPTH)
 
 
 # ----------------------------------------------------------------------------- CBOR layout

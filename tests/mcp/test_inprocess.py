@@ -191,3 +191,29 @@ async def test_url_elicitation_gets_an_elicitation_id_on_legacy_sessions() -> No
     assert legacy.mode == modern.mode == "url"
     assert legacy.elicitation_id  # 2025-11-25 requires one
     assert modern.url == "https://example.com/login"
+
+
+async def test_tokens_recorded_from_a_server_replay_against_its_code() -> None:
+    from mrtr_trio.testing import RecordedState, replay_recorded
+
+    arguments = {"service": "api", "env": "prod"}
+    async with Client(apps.app.server, mode="2026-07-28", **CALLBACKS) as client:
+        first = await client.session.call_tool("deploy", arguments, allow_input_required=True)
+    assert isinstance(first, types.InputRequiredResult)
+    recorded = RecordedState(
+        first.request_state,
+        arguments,
+        apps.app.bind_bytes("tools/call", "deploy", arguments),
+    )
+    [report] = await replay_recorded(apps.deploy, [recorded], runtime=apps.app.runtime)
+    assert report.ok, str(report)
+    [elsewhere] = await replay_recorded(
+        apps.deploy,
+        [
+            RecordedState(
+                first.request_state, arguments, apps.app.bind_bytes("tools/call", "x", arguments)
+            )
+        ],
+        runtime=apps.app.runtime,
+    )
+    assert elsewhere.status == "invalid"

@@ -24,7 +24,7 @@ from .._errors import (
 )
 from .._replay import Complete
 from .._runtime import Runtime
-from ._host import guard_request_state, lift_input_responses, run_flow
+from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._transports import asgi_app, serve_http, serve_stdio
 from ._wire import error_result, mcp_error, prompt_result, resource_result, tool_result
@@ -276,6 +276,30 @@ class App:
                 raise  # e.g. the client's error answer to a legacy request, with its code
             code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
             raise MCPError(code, _message(error)) from error
+
+    def bind_bytes(
+        self,
+        method: str,
+        target: str,
+        arguments: Mapping[str, Any],
+        *,
+        principal: Sequence[str | None] | None = None,
+    ) -> bytes:
+        """The ``bind`` bytes this app mints ``requestState`` with for one call: *method*
+        (``"tools/call"``, ``"prompts/get"``, ``"resources/read"``), *target* (the tool or
+        prompt name, or the resource URI), the *arguments* as the client sent them, and the
+        authenticated *principal* (``(client_id, issuer, subject)``, ``None`` when
+        unauthenticated).
+
+        With :class:`mrtr_trio.testing.RecordedState` and
+        :func:`mrtr_trio.testing.replay_recorded`, this checks tokens recorded from a running
+        server against new code before a deploy.
+        """
+        if method not in ("tools/call", "prompts/get", "resources/read"):
+            raise ValueError(
+                f"method must be tools/call, prompts/get or resources/read: {method!r}"
+            )
+        return bind_bytes(method, target, arguments, self.name, principal)
 
     # ------------------------------------------------------------------------ serving
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import cbor2
@@ -36,7 +36,14 @@ from .._values import Request
 from ._registry import Entry
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, sdk_request
 
-__all__ = ["RequestHost", "client_capabilities", "is_modern", "lift_input_responses", "run_flow"]
+__all__ = [
+    "RequestHost",
+    "bind_bytes",
+    "client_capabilities",
+    "is_modern",
+    "lift_input_responses",
+    "run_flow",
+]
 
 MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 
@@ -148,12 +155,23 @@ async def run_flow(
 
 
 def _bind(method: str, target: str, raw_arguments: Mapping[str, Any], audience: str) -> bytes:
-    """What a token is bound to besides the handler: method, target, the arguments as
-    received, the authenticated principal (empty when unauthenticated) and the audience."""
     token = get_access_token()
-    principal = list(principal_components(token)) if token is not None else []
+    principal = principal_components(token) if token is not None else None
+    return bind_bytes(method, target, raw_arguments, audience, principal)
+
+
+def bind_bytes(
+    method: str,
+    target: str,
+    raw_arguments: Mapping[str, Any],
+    audience: str,
+    principal: Sequence[str | None] | None,
+) -> bytes:
+    """What a token is bound to besides the handler: method, target, the arguments as
+    received, the authenticated principal (``(client_id, issuer, subject)``; none when
+    unauthenticated) and the audience (the server name)."""
     return cbor2.dumps(
-        [method, target, dict(raw_arguments), principal, audience],
+        [method, target, dict(raw_arguments), list(principal or ()), audience],
         canonical=True,
         default=lambda encoder, value: encoder.encode(repr(value)),
     )

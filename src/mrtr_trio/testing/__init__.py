@@ -1,9 +1,35 @@
 """Testing tools for mrtr_trio handlers (a first-class public API, like ``trio.testing``).
 
 - :func:`run_modern` / :func:`run_live`: drive a handler as a 2026-07-28 client or a legacy
-  session would, with a scripted ``answer(key, request)``.
+  session would, with a scripted ``answer(key, request)``; ``run_modern(...,
+  replay_check=True)`` also replays every token in a fresh runtime;
+- :func:`assert_eras_agree`: run both and compare the requests, round by round, and the values;
+- :class:`AnswerScript`: an answer function whose answers do not depend on call order;
+- :class:`RecordedState`, :func:`replay_recorded`, :class:`ReplayReport`,
+  :func:`assert_all_continue`: check recorded tokens against the current code before a deploy;
+- :class:`Runner` and :data:`TEST_KEY`: the runners bound to one runtime, as the pytest fixtures
+  in :mod:`mrtr_trio.testing.pytest_plugin` give them;
+- :mod:`mrtr_trio.testing.strategies` (needs hypothesis): ``answers_for``, ``answer_functions``,
+  ``flows`` and friends.
 """
 
-from ._runners import AnswerFunction, run_live, run_modern
+from ._answers import AnswerScript
+from ._bound import TEST_KEY, Runner
+from ._eras import assert_eras_agree
+from ._recorded import RecordedState, ReplayReport, assert_all_continue, replay_recorded
+from ._runners import AnswerFunction, ReplayCheckError, run_live, run_modern
 
-__all__ = ["AnswerFunction", "run_live", "run_modern"]
+__all__ = [
+    "TEST_KEY",
+    "AnswerFunction",
+    "AnswerScript",
+    "RecordedState",
+    "ReplayCheckError",
+    "ReplayReport",
+    "Runner",
+    "assert_all_continue",
+    "assert_eras_agree",
+    "replay_recorded",
+    "run_live",
+    "run_modern",
+]

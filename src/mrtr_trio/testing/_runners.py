@@ -2,29 +2,75 @@
 
 :func:`run_modern` behaves like a 2026-07-28 client (the official SDKs' input-required loop):
 a new call per round, only this round's answers, the ``requestState`` echoed byte for byte,
-at most 10 retries. :func:`run_live` runs the same flow live, as a legacy session would.
-Both send answers as JSON, as a client on the wire does.
+at most 10 retries; with ``replay_check=True`` it also replays every token in a fresh
+:class:`~mrtr_trio.Runtime` and checks that the same requests come back. :func:`run_live` runs
+the same flow live, as a legacy session would. Both send answers as JSON, as a client on the
+wire does.
 """
 
 from __future__ import annotations
 
 import inspect
+import json
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 
-from .._errors import RoundLimitExceeded
-from .._replay import Complete
+from .._errors import InvalidRequestState, NondeterminismError, RoundLimitExceeded
+from .._replay import Complete, InputRequired
 from .._runtime import Runtime
 from .._values import CreateMessageResult, ElicitResult, ListRootsResult, Request
+from ._answers import restart_answer
+from ._probe import probe, wire_of
 
-__all__ = ["AnswerFunction", "CLIENT_MAX_ROUNDS", "run_live", "run_modern"]
+__all__ = [
+    "CLIENT_MAX_ROUNDS",
+    "AnswerFunction",
+    "ReplayCheckError",
+    "answer_json",
+    "fresh_runtime",
+    "run_live",
+    "run_modern",
+    "wire_text",
+]
 
 #: ``answer(key, request)``: sync or async, returns the answer object (or its JSON).
 AnswerFunction: TypeAlias = Callable[[str, Request], Any]
 
 #: The official clients stop after this many retries (DEFAULT_INPUT_REQUIRED_MAX_ROUNDS).
 CLIENT_MAX_ROUNDS = 10
+
+
+class ReplayCheckError(AssertionError):
+    """``run_modern(..., replay_check=True)`` found a token that does not replay to the
+    requests it was minted with.
+
+    ``round`` is the 1-based round of the flow, ``expected`` the requests that round asked
+    (``{key: wire form}``, empty for a pause), ``current`` what replaying its token in a fresh
+    runtime gave instead (``{key: wire form}``, or what the handler did instead of asking, as
+    :attr:`NondeterminismError.current <mrtr_trio.NondeterminismError>` reports it, or
+    ``None`` when the token did not verify).
+    """
+
+    def __init__(self, round: int, expected: Any, current: Any, detail: str) -> None:
+        super().__init__(
+            f"replay check failed at round {round}: the round asked {wire_text(expected)}, "
+            f"but replaying its requestState in a fresh Runtime gave {wire_text(current)}. "
+            f"{detail}"
+        )
+        self.round = round
+        self.expected = expected
+        self.current = current
+
+
+def wire_text(value: Any) -> str:
+    """*value* (JSON-like) as compact JSON with sorted keys, for messages; ``{}`` reads as
+    "nothing (a pause)" and ``None`` as "nothing"."""
+    if value is None:
+        return "nothing"
+    if value == {}:
+        return "nothing (a pause)"
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
 def fresh_runtime() -> Runtime:
@@ -50,6 +96,7 @@ async def run_modern(
     runtime: Runtime | None = None,
     client_capabilities: Mapping[str, Any] | None = None,
     on_round: Callable[[int, Any], Awaitable[None] | None] | None = None,
+    replay_check: bool = False,
 ) -> Any:
     """Run *handler* to completion as a 2026-07-28 client would, and return its value.
 
@@ -57,9 +104,18 @@ async def run_modern(
     ``requestState`` exactly as received. Raises :class:`~mrtr_trio.RoundLimitExceeded` when
     the flow still needs input after the client's 10 retries. With ``runtime=None`` a runtime
     with a random key and ``replay="strict"`` is used. *on_round(n, outcome)* (optional) sees
-    each round's outcome.
+    each round's outcome (``n`` counts from 0). An *answer* with a ``restart()`` method (an
+    :class:`AnswerScript`) is restarted first.
+
+    With ``replay_check=True``, after every round that needs input the token is replayed at
+    once in a fresh runtime with the same keys (and strict replay), with no answers: it must
+    verify and re-derive the same requests (same keys, same wire forms), or reach the same
+    pause. Any difference raises :class:`ReplayCheckError` (an ``AssertionError``) naming the
+    round and both requests: proof that nothing the next round needs lives in process memory,
+    and an early catch for handlers that are not deterministic.
     """
     runtime = runtime or fresh_runtime()
+    restart_answer(answer)
     responses: dict[str, Any] | None = None
     state: str | None = None
     for retry in range(CLIENT_MAX_ROUNDS + 1):
@@ -76,6 +132,8 @@ async def run_modern(
                 await seen
         if isinstance(outcome, Complete):
             return outcome.value
+        if replay_check:
+            await check_replay(runtime, handler, arguments, outcome, retry + 1, client_capabilities)
         if retry == CLIENT_MAX_ROUNDS:
             break
         responses = {
@@ -88,6 +146,45 @@ async def run_modern(
     )
 
 
+async def check_replay(
+    runtime: Runtime,
+    handler: Callable[..., Any],
+    arguments: Mapping[str, Any],
+    outcome: InputRequired,
+    round: int,
+    client_capabilities: Mapping[str, Any] | None,
+) -> None:
+    """Replay *outcome*'s token in a fresh runtime and compare (see :func:`run_modern`)."""
+    expected = wire_of(outcome.input_requests)
+    if outcome.request_state is None:
+        raise ReplayCheckError(round, expected, None, "The round carried no requestState.")
+    # One more round than the original: the probe is a retry, which counts as one.
+    fresh = runtime._derive(max_rounds=runtime.max_rounds + 1, replay="strict")
+    try:
+        found = await probe(
+            fresh,
+            handler,
+            arguments,
+            outcome.request_state,
+            client_capabilities=client_capabilities,
+        )
+    except NondeterminismError as error:
+        raise ReplayCheckError(round, expected, error.current, str(error)) from error
+    except InvalidRequestState as error:
+        raise ReplayCheckError(
+            round, expected, None, f"The token does not verify there: {error.reason}."
+        ) from error
+    current = wire_of(found.requests)
+    if current != expected:
+        raise ReplayCheckError(
+            round,
+            expected,
+            current,
+            "The handler is not deterministic: it asks something else when replayed (did it "
+            "read the clock, randomness or I/O outside step()?).",
+        )
+
+
 async def run_live(
     handler: Callable[..., Any],
     arguments: Mapping[str, Any],
@@ -96,8 +193,12 @@ async def run_live(
     runtime: Runtime | None = None,
     client_capabilities: Mapping[str, Any] | None = None,
 ) -> Any:
-    """Run *handler* live, as on a legacy session, answering with *answer*; return its value."""
+    """Run *handler* live, as on a legacy session, answering with *answer*; return its value.
+
+    An *answer* with a ``restart()`` method (an :class:`AnswerScript`) is restarted first.
+    """
     runtime = runtime or fresh_runtime()
+    restart_answer(answer)
 
     async def ask(key: str, request: Request) -> Any:
         return await answer_json(answer, key, request)

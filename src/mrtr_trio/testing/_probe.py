@@ -1,0 +1,135 @@
+"""Replay a ``requestState`` up to its pending point, and no further.
+
+:func:`probe` is what the "replay after every round" check of
+:func:`~mrtr_trio.testing.run_modern` and the recorded-state replayer share. It retries the
+token with no answers, which replays the journal and re-derives the pending ask without running
+any new handler code: a retry with no answers stops at the pending ask, and a handler yielding a
+step before it diverges (strict replay) before the step runs. A token pending at a ``pause()``
+is different: the retry passes the pause and runs on, so the handler is wrapped in a guard that
+stops it at its first yield past the pending point, before a step there could run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Callable, Mapping
+from typing import Any
+
+import attrs
+
+from .._context import Context
+from .._flow import Done, Pause, Step, handler_name, is_generator_handler
+from .._replay import Complete
+from .._runtime import Runtime
+from .._state import PendingAsk, binding_digest
+from .._values import CreateMessageRequest, ElicitRequest, ListRootsRequest, Request
+
+__all__ = ["Probe", "describe_yield", "probe", "wire_of"]
+
+_REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
+
+
+@attrs.frozen
+class Probe:
+    """What a token replays to.
+
+    ``requests`` is the pending ask (the keys still to answer); it is empty when the token is
+    pending at a pause, and then ``then`` says what the current code does once past it.
+    """
+
+    requests: Mapping[str, Request]
+    at_pause: bool = False
+    then: str | None = None
+
+
+class _ReachedNewCode(Exception):
+    def __init__(self, yielded: Any) -> None:
+        super().__init__("the replay reached code past the pending point")
+        self.yielded = yielded
+
+
+def _stop_at_new_code(handler: Callable[..., Any]) -> Callable[..., Any]:
+    """*handler* behind a guard that raises :class:`_ReachedNewCode` at the first yield made
+    while not replaying. The guard keeps the handler's identity, so tokens still verify."""
+
+    async def replay_guard(ctx: Context, **arguments: Any) -> AsyncGenerator[Any, Any]:
+        inner = handler(ctx, **arguments)
+        sent: Any = None
+        try:
+            while True:
+                try:
+                    yielded = await inner.asend(sent)
+                except StopAsyncIteration:
+                    return
+                if not ctx.is_replaying:
+                    raise _ReachedNewCode(yielded)
+                sent = yield yielded
+        finally:
+            await inner.aclose()
+
+    replay_guard.__qualname__ = handler_name(handler)
+    return replay_guard
+
+
+async def probe(
+    runtime: Runtime,
+    handler: Callable[..., Any],
+    arguments: Mapping[str, Any],
+    request_state: str,
+    *,
+    bind: bytes = b"",
+    client_capabilities: Mapping[str, Any] | None = None,
+) -> Probe:
+    """Replay *request_state* with no answers and report where the flow stands.
+
+    Raises what :meth:`Runtime.advance` raises: :class:`~mrtr_trio.InvalidRequestState` when
+    the token does not verify, :class:`~mrtr_trio.NondeterminismError` when the handler
+    diverges from the journal (with a strict runtime), or the handler's own errors. Return-style
+    handlers are not replayed: their token is verified and its stored requests read.
+    """
+    if not is_generator_handler(handler):
+        binding = binding_digest(handler_name(handler), arguments, bind)
+        pending = runtime._codec.open(request_state, binding).pending
+        if isinstance(pending, PendingAsk) and pending.requests is not None:
+            missing = {k: r for k, r in pending.requests.items() if k not in pending.answered}
+            return Probe(missing)
+        return Probe({}, at_pause=True, then="calls the handler again")
+    try:
+        outcome = await runtime.advance(
+            _stop_at_new_code(handler),
+            arguments,
+            request_state=request_state,
+            client_capabilities=client_capabilities,
+            bind=bind,
+        )
+    except _ReachedNewCode as reached:
+        return Probe({}, at_pause=True, then=describe_yield(reached.yielded))
+    if isinstance(outcome, Complete):
+        return Probe({}, at_pause=True, then=f"finishes with {outcome.value!r}")
+    if not outcome.input_requests:  # pragma: no cover - the guard stops before a new pause
+        return Probe({}, at_pause=True, then="pauses")
+    return Probe(dict(outcome.input_requests))
+
+
+def wire_of(requests: Mapping[str, Request]) -> dict[str, Any]:
+    """``{key: request.to_wire()}``."""
+    return {key: request.to_wire() for key, request in requests.items()}
+
+
+def describe_yield(yielded: Any) -> str:
+    """A short account of what a handler yielded."""
+    if isinstance(yielded, _REQUEST_TYPES):
+        return f"asks {yielded.to_wire()}"
+    if isinstance(yielded, Mapping):
+        return f"asks {{{', '.join(f'{k!r}: {_wire(v)}' for k, v in yielded.items())}}}"
+    if isinstance(yielded, Step):
+        name = getattr(yielded.fn, "__qualname__", None) or type(yielded.fn).__qualname__
+        return f"runs step {name}"
+    if isinstance(yielded, Pause):
+        return "pauses"
+    if isinstance(yielded, Done):
+        return f"finishes with {yielded.value!r}"
+    return f"yields {yielded!r}"
+
+
+def _wire(value: Any) -> Any:
+    return value.to_wire() if isinstance(value, _REQUEST_TYPES) else value

@@ -1,0 +1,35 @@
+"""Shared test setup: the hypothesis profiles. (The mrtr_trio fixtures come from the package's
+``pytest11`` entry point, as they do for users.)
+
+Profiles (pick one with the HYPOTHESIS_PROFILE environment variable):
+
+- ``ci`` (the default): bounded and derandomized, so every run tries the same examples and
+  takes the same time; no example database.
+- ``long``: for local runs hunting for rare bugs: many more examples, random, with the database.
+
+Property tests that need a floor (the era-equivalence property runs at least 500 flows) take
+``max(floor, settings.default.max_examples)``, so ``long`` raises them too.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=100,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "long",
+    max_examples=5000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
