@@ -8,9 +8,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 import trio
+from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp import Client
 from mrtr_trio._cli import load_app
 
 from . import apps

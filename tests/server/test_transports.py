@@ -11,9 +11,8 @@ from typing import Any
 import httpx2
 import pytest
 import trio
-from mcp.shared.exceptions import MCPError
-
 from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
 
 from . import apps
 from .clients import CALLBACKS, text_of

@@ -1,6 +1,6 @@
 """The App the interop tests serve (in-process, over stdio and over HTTP).
 
-Run as a server: ``mrtr-trio serve tests/mcp/apps.py:app [--http HOST:PORT]``.
+Run as a server: ``mrtr-trio serve tests/server/apps.py:app [--http HOST:PORT]``.
 """
 
 from __future__ import annotations
