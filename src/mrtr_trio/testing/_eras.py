@@ -9,7 +9,7 @@ compares them, and says precisely where they part.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
 import attrs
@@ -21,7 +21,7 @@ from .._replay import InputRequired
 from .._runtime import Runtime
 from .._values import Request
 from ._answers import restart_answer
-from ._probe import wire_of
+from ._probe import map_yields, wire_of
 from ._runners import (
     AnswerFunction,
     ReplayCheckError,
@@ -157,23 +157,10 @@ def _steps_through(
         call.__qualname__ = getattr(fn, "__qualname__", None) or type(fn).__qualname__
         return call
 
-    async def stepped(ctx: Any, **arguments: Any) -> AsyncGenerator[Any, Any]:
-        inner = handler(ctx, **arguments)
-        sent: Any = None
-        try:
-            while True:
-                try:
-                    yielded = await inner.asend(sent)
-                except StopAsyncIteration:
-                    return
-                if isinstance(yielded, Step):
-                    yielded = Step(through(yielded.fn), yielded.args)
-                sent = yield yielded
-        finally:
-            await inner.aclose()
+    def reroute(ctx: Any, yielded: Any) -> Any:
+        return Step(through(yielded.fn), yielded.args) if isinstance(yielded, Step) else yielded
 
-    stepped.__qualname__ = handler_name(handler)
-    return stepped
+    return map_yields(handler, reroute)
 
 
 def _compare_requests(

@@ -23,7 +23,7 @@ from .._runtime import Runtime
 from .._state import PendingAsk, binding_digest
 from .._values import CreateMessageRequest, ElicitRequest, ListRootsRequest, Request
 
-__all__ = ["Probe", "describe_yield", "probe", "wire_of"]
+__all__ = ["Probe", "describe_yield", "map_yields", "probe", "wire_of"]
 
 _REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
 
@@ -47,11 +47,13 @@ class _ReachedNewCode(Exception):
         self.yielded = yielded
 
 
-def _stop_at_new_code(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """*handler* behind a guard that raises :class:`_ReachedNewCode` at the first yield made
-    while not replaying. The guard keeps the handler's identity, so tokens still verify."""
+def map_yields(
+    handler: Callable[..., Any], transform: Callable[[Context, Any], Any]
+) -> Callable[..., Any]:
+    """*handler* with every value it yields passed through ``transform(ctx, yielded)`` (which
+    may also raise). The wrapper keeps the handler's identity, so its tokens still verify."""
 
-    async def replay_guard(ctx: Context, **arguments: Any) -> AsyncGenerator[Any, Any]:
+    async def mapped(ctx: Context, **arguments: Any) -> AsyncGenerator[Any, Any]:
         inner = handler(ctx, **arguments)
         sent: Any = None
         try:
@@ -60,14 +62,19 @@ def _stop_at_new_code(handler: Callable[..., Any]) -> Callable[..., Any]:
                     yielded = await inner.asend(sent)
                 except StopAsyncIteration:
                     return
-                if not ctx.is_replaying:
-                    raise _ReachedNewCode(yielded)
-                sent = yield yielded
+                sent = yield transform(ctx, yielded)
         finally:
             await inner.aclose()
 
-    replay_guard.__qualname__ = handler_name(handler)
-    return replay_guard
+    mapped.__qualname__ = handler_name(handler)
+    return mapped
+
+
+def _stop_at_new_code(ctx: Context, yielded: Any) -> Any:
+    """Raise :class:`_ReachedNewCode` at the first yield made while not replaying."""
+    if not ctx.is_replaying:
+        raise _ReachedNewCode(yielded)
+    return yielded
 
 
 async def probe(
@@ -95,7 +102,7 @@ async def probe(
         return Probe({}, at_pause=True, then="calls the handler again")
     try:
         outcome = await runtime.advance(
-            _stop_at_new_code(handler),
+            map_yields(handler, _stop_at_new_code),
             arguments,
             request_state=request_state,
             client_capabilities=client_capabilities,
