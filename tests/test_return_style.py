@@ -142,3 +142,21 @@ async def test_unrecordable_payload_is_refused_when_minted() -> None:
 
     with pytest.raises(MrtrError, match="cannot record the set from mint_request_state"):
         await runtime().advance(bad, {})
+
+
+async def test_a_token_from_the_other_style_is_refused_clearly() -> None:
+    from mrtr_trio import done
+
+    async def same_name(ctx: Context):  # yield style first...
+        yield elicit("ok?", CONFIRM)
+        yield done("yield")
+
+    rt = runtime()
+    first = await rt.advance(same_name, {})
+    assert isinstance(first, InputRequired)
+
+    async def same_name(ctx: Context):  # type: ignore[no-redef]  # ...then return style
+        return "return"
+
+    with pytest.raises(MrtrError, match="minted by a yield-style handler"):
+        await rt.advance(same_name, {}, request_state=first.request_state)

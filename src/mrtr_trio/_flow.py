@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
-from ._errors import InvalidInputResponse
+from ._errors import InvalidInputResponse, MrtrError
 from ._state import (
     PendingAsk,
     PendingPause,
@@ -339,7 +339,11 @@ class ReturnFlow(Flow):
 
     async def start(self) -> Need:
         if isinstance(self._resume_at, PendingAsk):
-            assert self._resume_at.requests is not None
+            if self._resume_at.requests is None:
+                raise MrtrError(
+                    f"{self.name} is a return-style handler, but this requestState was minted "
+                    "by a yield-style handler of the same name; the flow must start again"
+                )
             return Ask(self._resume_at.requests, payload=self._payload)
         if isinstance(self._resume_at, PendingPause):
             return Wait(self._payload)
