@@ -133,7 +133,8 @@ def test_input_required_rejects_bad_input() -> None:
         input_required(request_state="raw string")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="values must be requests"):
         input_required({"k": "not a request"})  # type: ignore[dict-item]
-    assert isinstance(input_required(request_state=MintedState(1)), object)
+    carried = input_required(request_state=MintedState(1))
+    assert carried.input_requests == {} and carried.request_state == MintedState(1)
 
 
 async def test_unrecordable_payload_is_refused_when_minted() -> None:

@@ -12,7 +12,6 @@ import httpx2
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
-from mcp.shared.exceptions import MCPError
 
 from . import apps
 from .clients import CALLBACKS, text_of
@@ -185,9 +184,29 @@ async def test_only_loopback_hosts_are_accepted(nursery: trio.Nursery) -> None:
     assert good.status_code == 200
 
 
-def test_a_fresh_asgi_app_per_call() -> None:
-    first, second = apps.app.asgi(), apps.app.asgi(stateless=True, allowed_hosts=["example.com"])
-    assert first is not second
+async def test_asgi_apps_are_fresh_per_call_and_honour_allowed_hosts(nursery: trio.Nursery) -> None:
+    from mrtr_trio.mcp._transports import serve_http
+
+    # Two apps from one App served at once: each has its own session manager (one app
+    # object served twice would fail its lifespan).
+    loopback = await nursery.start(serve_http, apps.app.asgi(), "127.0.0.1", 0, "/mcp")
+    public = await nursery.start(
+        serve_http, apps.app.asgi(allowed_hosts=["example.com"]), "127.0.0.1", 0, "/mcp"
+    )
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "server/discover",
+        "params": {"_meta": MODERN_META},
+    }
+    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "server/discover"})
+    async with httpx2.AsyncClient(timeout=10) as http:
+        named = await http.post(public, json=body, headers={**headers, "Host": "example.com"})
+        foreign = await http.post(loopback, json=body, headers={**headers, "Host": "example.com"})
+        local = await http.post(loopback, json=body, headers=headers)
+    assert named.status_code == 200
+    assert 400 <= foreign.status_code < 500
+    assert local.status_code == 200
 
 
 async def test_cli_rejects_a_target_that_is_not_an_app(tmp_path: Path) -> None:
@@ -199,7 +218,3 @@ async def test_cli_rejects_a_target_that_is_not_an_app(tmp_path: Path) -> None:
         load_app(f"{script}:app")
     with pytest.raises(SystemExit, match="no such file"):
         load_app(f"{tmp_path / 'missing.py'}:app")
-
-
-def test_errors_reach_the_client_as_mcp_errors() -> None:
-    assert issubclass(MCPError, Exception)
