@@ -116,7 +116,8 @@ class Context:
 
     @property
     def is_replaying(self) -> bool:
-        """True while a modern replay feeds recorded answers back to a yield-style handler."""
+        """True while a yield-style handler, replayed on a modern request, re-runs code an
+        earlier round already ran (up to the ask this request answers)."""
         return self._replaying
 
     @property

@@ -17,7 +17,17 @@ import trio
 from ._context import Context, Host
 from ._drive import Settings, check_capabilities, check_round_budget, resume, run_step
 from ._errors import BackChannelUnavailable, MrtrError, RoundTimeout
-from ._flow import Ask, Finished, Flow, Need, RunStep, Wait, collect_answers, open_flow
+from ._flow import (
+    Ask,
+    Finished,
+    Flow,
+    Need,
+    RunStep,
+    Wait,
+    collect_answers,
+    handler_name,
+    open_flow,
+)
 from ._values import Answer, Request
 
 __all__ = ["AskFunction", "run_live"]
@@ -40,10 +50,9 @@ async def run_live(
     ``ask=None`` means the session has no back channel: asks fail with
     :class:`BackChannelUnavailable` (before any capability check), steps and pauses work.
     """
-    session = _LiveSession(settings, ask, client_capabilities)
+    session = _LiveSession(settings, handler_name(handler), ask, client_capabilities)
     ctx = Context("legacy", client_capabilities, push=session.push, host=host)
     flow = open_flow(handler, ctx, arguments)
-    session.name = flow.name
     try:
         need = await resume(flow, None, first=True)
         while not isinstance(need, Finished):
@@ -59,11 +68,12 @@ class _LiveSession:
     def __init__(
         self,
         settings: Settings,
+        name: str,
         ask: AskFunction | None,
         client_capabilities: Mapping[str, Any] | None,
     ) -> None:
         self.settings = settings
-        self.name = "handler"
+        self.name = name
         self._ask = ask
         self._capabilities = client_capabilities
         self._rounds = 0
@@ -71,9 +81,7 @@ class _LiveSession:
     async def meet(self, flow: Flow, need: Need) -> Any:
         if isinstance(need, RunStep):
             return await run_step(need)
-        if flow.replayable:  # yield style: a pause is no round trip
-            return await self.ask_all(need.requests) if isinstance(need, Ask) else None
-        if not self.settings.legacy_shim:
+        if not flow.replayable and not self.settings.legacy_shim:
             raise MrtrError(
                 f"{flow.name} returned input_required() on a legacy session, but the runtime "
                 "has legacy_shim=False: enable the shim, or write the handler in yield style"
@@ -81,9 +89,10 @@ class _LiveSession:
         if isinstance(need, Ask):
             return await self.ask_all(need.requests)
         assert isinstance(need, Wait)
-        self._count_round()
-        await trio.sleep(self.settings.state_only_pacing)
-        return None
+        if not flow.replayable:  # the shim's state-only round: a paced round trip
+            self._count_round()
+            await trio.sleep(self.settings.state_only_pacing)
+        return None  # a yield-style pause() continues at once and costs no round
 
     async def push(self, key: str, request: Request) -> Answer:
         """A push-style ``ctx.elicit(...)`` and friends: one request, asked like any other."""

@@ -68,6 +68,7 @@ __all__ = [
     "StateCodec",
     "StepRecord",
     "binding_digest",
+    "canonical_wire",
     "describe_fingerprint",
     "fingerprint",
     "record_problem",
@@ -114,10 +115,14 @@ _CANONICAL_JSON = json.JSONEncoder(
 )
 
 
+def canonical_wire(request: Request) -> str:
+    """*request*'s wire form as canonical JSON (sorted keys): equal texts, equal requests."""
+    return _CANONICAL_JSON.encode(request.to_wire())
+
+
 def fingerprint(request: Request) -> bytes:
     """A short digest of *request*'s wire form: what a journal entry answers."""
-    text = _CANONICAL_JSON.encode(request.to_wire())
-    return _fingerprint_of(request.method, text.encode())
+    return _fingerprint_of(request.method, canonical_wire(request).encode())
 
 
 def step_fingerprint(fn: Callable[..., Any]) -> bytes:

@@ -25,7 +25,6 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import CallNext, ServerRequestContext
-from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -34,7 +33,7 @@ from .._replay import Complete, InputRequired
 from .._runtime import Runtime
 from .._values import Request
 from ._registry import Entry
-from ._wire import ANSWER_TYPES, answer_json, input_required_result, sdk_request
+from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
 
 __all__ = [
     "RequestHost",
@@ -193,8 +192,7 @@ async def guard_request_state(ctx: ServerRequestContext[Any], call_next: CallNex
     if ctx.method in MRTR_METHODS and isinstance(ctx.params, Mapping):
         state = ctx.params.get("requestState")
         if state is not None and not isinstance(state, str):
-            error = InvalidRequestState(f"not a string but {type(state).__name__}")
-            raise MCPError(error.code, error.message, error.data)
+            raise mcp_error(InvalidRequestState(f"not a string but {type(state).__name__}"))
     return await call_next(ctx)
 
 

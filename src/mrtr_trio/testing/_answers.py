@@ -9,13 +9,13 @@ same ``(key, request, occurrence)`` triples, whatever order they come in.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
+from .._state import canonical_wire
 from .._values import Request
 
-__all__ = ["AnswerScript", "Restartable", "request_wire_text", "restart_answer"]
+__all__ = ["AnswerScript", "Restartable", "restart_answer"]
 
 
 @runtime_checkable
@@ -31,11 +31,6 @@ def restart_answer(answer: object) -> None:
     """Restart *answer* if it keeps per-run state (see :class:`Restartable`)."""
     if isinstance(answer, Restartable):
         answer.restart()
-
-
-def request_wire_text(request: Request) -> str:
-    """The request's wire form as canonical JSON (sorted keys): equal texts, equal requests."""
-    return json.dumps(request.to_wire(), sort_keys=True, separators=(",", ":"), default=repr)
 
 
 class AnswerScript:
@@ -59,7 +54,7 @@ class AnswerScript:
         self._seen: dict[tuple[str, str], int] = {}
 
     def __call__(self, key: str, request: Request) -> Any:
-        text = request_wire_text(request)
+        text = canonical_wire(request)
         occurrence = self._seen.get((key, text), 0)
         self._seen[key, text] = occurrence + 1
         slot = (key, text, occurrence)

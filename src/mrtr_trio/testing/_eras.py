@@ -25,7 +25,7 @@ from ._probe import map_yields, wire_of
 from ._runners import (
     AnswerFunction,
     ReplayCheckError,
-    answer_json,
+    answer_as_json,
     fresh_runtime,
     run_modern,
     wire_text,
@@ -121,7 +121,7 @@ async def assert_eras_agree(
             current_round[0] = nursery
             live_rounds.append({})
         live_rounds[-1][key] = request.to_wire()
-        return await answer_json(answer, key, request)
+        return await answer_as_json(answer, key, request)
 
     restart_answer(answer)
     live = await _capture(

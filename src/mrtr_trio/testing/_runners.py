@@ -27,7 +27,7 @@ __all__ = [
     "CLIENT_MAX_ROUNDS",
     "AnswerFunction",
     "ReplayCheckError",
-    "answer_json",
+    "answer_as_json",
     "fresh_runtime",
     "run_live",
     "run_modern",
@@ -78,7 +78,7 @@ def fresh_runtime() -> Runtime:
     return Runtime([secrets.token_bytes(32)], replay="strict")
 
 
-async def answer_json(answer: AnswerFunction, key: str, request: Request) -> Any:
+async def answer_as_json(answer: AnswerFunction, key: str, request: Request) -> Any:
     """Call *answer* (awaiting it if needed) and return the answer as client JSON."""
     value = answer(key, request)
     if inspect.isawaitable(value):
@@ -137,7 +137,7 @@ async def run_modern(
         if retry == CLIENT_MAX_ROUNDS:
             break
         responses = {
-            key: await answer_json(answer, key, request)
+            key: await answer_as_json(answer, key, request)
             for key, request in outcome.input_requests.items()
         }
         state = outcome.request_state
@@ -201,6 +201,6 @@ async def run_live(
     restart_answer(answer)
 
     async def ask(key: str, request: Request) -> Any:
-        return await answer_json(answer, key, request)
+        return await answer_as_json(answer, key, request)
 
     return await runtime.run_live(handler, arguments, ask, client_capabilities=client_capabilities)

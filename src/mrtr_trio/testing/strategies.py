@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 from .._context import Context
 from .._flow import done, pause, step
 from .._schema import check_schema, content_problems
+from .._state import canonical_wire
 from .._values import (
     Answer,
     CreateMessageRequest,
@@ -44,7 +45,7 @@ from .._values import (
     elicit_url,
     list_roots,
 )
-from ._answers import AnswerScript, request_wire_text
+from ._answers import AnswerScript
 
 __all__ = [
     "ACTIONS",
@@ -420,7 +421,7 @@ def _answer_scripts(draw: st.DrawFn, actions: tuple[str, ...]) -> AnswerScript:
     strategies: dict[str, st.SearchStrategy[Answer]] = {}
 
     def choose(key: str, request: Request, occurrence: int) -> Answer:
-        text = request_wire_text(request)
+        text = canonical_wire(request)
         if text not in strategies:
             strategies[text] = answers_for(request, actions=actions)
         return data.draw(strategies[text], label=f"answer to {key!r} #{occurrence}")
