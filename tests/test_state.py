@@ -21,7 +21,7 @@ from mrtr_trio import (
     elicit,
     step,
 )
-from mrtr_trio._state import Keyring, StateCodec, binding_digest
+from mrtr_trio._token import Keyring, StateCodec, binding_digest
 
 from .flows import CONFIRM, NAME
 
@@ -366,7 +366,7 @@ def test_every_tag_cbor2_decodes_itself_is_refused() -> None:
     # The decoder refuses tags through tag_hook (unknown tags) and semantic_decoders (the tags
     # cbor2 decodes itself), bignums (2, 3) aside. If a cbor2 upgrade adds a built-in tag,
     # this test names it.
-    from mrtr_trio._state import _strict_loads
+    from mrtr_trio._journal import strict_loads as _strict_loads
 
     accepted = []
     for tag in range(70000):
@@ -379,6 +379,6 @@ def test_every_tag_cbor2_decodes_itself_is_refused() -> None:
 
 
 def test_bignums_read_back_as_plain_integers() -> None:
-    from mrtr_trio._state import _strict_loads
+    from mrtr_trio._journal import strict_loads as _strict_loads
 
     assert _strict_loads(cbor2.dumps([2**70, -(2**70)])) == [2**70, -(2**70)]

@@ -15,20 +15,35 @@ from ._errors import (
     MissingCapability,
     MrtrError,
     NondeterminismError,
+    PollTimeout,
     RoundLimitExceeded,
     RoundTimeout,
 )
-from ._flow import MintedState, NeedsInput, done, input_required, pause, step
-from ._replay import Complete, InputRequired
-from ._runtime import Runtime
-from ._state import EphemeralKeyWarning
+from ._flow import (
+    CallAgain,
+    Handler,
+    MintedState,
+    NeedsInput,
+    done,
+    input_required,
+    pause,
+    poll,
+    step,
+)
+from ._live import AskFunction
+from ._modern import Complete, InputRequired
+from ._runtime import Runtime, StateInfo
+from ._token import EphemeralKeyWarning
+from ._util import fixup_module_metadata
 from ._values import (
+    Answer,
     CreateMessageRequest,
     CreateMessageResult,
     ElicitRequest,
     ElicitResult,
     ListRootsRequest,
     ListRootsResult,
+    Request,
     Root,
     create_message,
     elicit,
@@ -40,7 +55,10 @@ from ._values import (
 __version__ = "0.1.0.dev0"
 
 __all__ = [
+    "Answer",
+    "AskFunction",
     "BackChannelUnavailable",
+    "CallAgain",
     "Complete",
     "Context",
     "CreateMessageRequest",
@@ -48,6 +66,7 @@ __all__ = [
     "ElicitRequest",
     "ElicitResult",
     "EphemeralKeyWarning",
+    "Handler",
     "Host",
     "InputRequired",
     "InvalidInputResponse",
@@ -59,10 +78,13 @@ __all__ = [
     "MrtrError",
     "NeedsInput",
     "NondeterminismError",
+    "PollTimeout",
+    "Request",
     "Root",
     "RoundLimitExceeded",
     "RoundTimeout",
     "Runtime",
+    "StateInfo",
     "accepted_content",
     "create_message",
     "done",
@@ -73,5 +95,9 @@ __all__ = [
     "list_roots",
     "parse_answer",
     "pause",
+    "poll",
     "step",
 ]
+
+fixup_module_metadata(__name__, globals())
+del fixup_module_metadata

@@ -7,11 +7,11 @@ Drivers create one :class:`Context` per invocation; handlers only read it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import MrtrError
 from ._flow import MintedState
-from ._state import recordable
+from ._journal import recordable
 from ._values import (
     ALL_CAPABILITIES,
     Answer,
@@ -25,6 +25,9 @@ from ._values import (
     list_roots,
     parse_answer,
 )
+
+if TYPE_CHECKING:
+    from ._replay import Replay
 
 __all__ = ["Context", "Host", "accepted_content", "input_response"]
 
@@ -72,10 +75,10 @@ class Context:
         "_era",
         "_host",
         "_input_responses",
+        "_machine",
         "_payload",
         "_push",
         "_pushes",
-        "_replaying",
     )
 
     def __init__(
@@ -83,10 +86,12 @@ class Context:
         era: Era,
         client_capabilities: Mapping[str, Any] | None,
         *,
+        machine: Replay | None = None,
         push: PushAsk | None = None,
         host: Host | None = None,
     ) -> None:
         self._era: Era = era
+        self._machine = machine
         self._host = host
         caps = ALL_CAPABILITIES if client_capabilities is None else client_capabilities
         self._capabilities = dict(caps)
@@ -94,10 +99,9 @@ class Context:
         self._pushes = 0
         self._input_responses: dict[str, Answer] | None = None
         self._payload: Any = None
-        self._replaying = False
 
     def __repr__(self) -> str:
-        return f"<Context era={self._era!r} replaying={self._replaying}>"
+        return f"<Context era={self._era!r} replaying={self.is_replaying}>"
 
     @property
     def era(self) -> Era:
@@ -118,7 +122,8 @@ class Context:
     def is_replaying(self) -> bool:
         """True while a yield-style handler, replayed on a modern request, re-runs code an
         earlier round already ran (up to the ask this request answers)."""
-        return self._replaying
+        machine = self._machine
+        return machine is not None and machine.is_replaying
 
     @property
     def request_context(self) -> Any:
@@ -129,13 +134,13 @@ class Context:
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
         """Report progress to the client (a no-op without a host, or while replaying)."""
-        if self._host is not None and not self._replaying:
+        if self._host is not None and not self.is_replaying:
             await self._host.report_progress(progress, total, message)
 
     async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
         """Send the client a log message at *level* (``"debug"`` ... ``"emergency"``); a no-op
         without a host, or while replaying. Modern clients get it only if they asked for logs."""
-        if self._host is not None and not self._replaying:
+        if self._host is not None and not self.is_replaying:
             await self._host.log(level, data, logger)
 
     def request_state(self) -> Any:
@@ -203,9 +208,6 @@ class Context:
     def _enter_return_round(self, responses: dict[str, Answer] | None, payload: Any) -> None:
         self._input_responses = responses
         self._payload = payload
-
-    def _set_replaying(self, replaying: bool) -> None:
-        self._replaying = replaying
 
 
 def accepted_content(responses: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:

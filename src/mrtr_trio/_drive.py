@@ -1,87 +1,116 @@
-"""What the live and the replay drivers share: stepping a flow under trio's rules, running
-``step`` functions, and checking an ask before it goes to the client.
+"""The one loop every driver runs: do what the replay machine says, need by need.
+
+[drive][mrtr_trio._drive.drive] starts a flow, hands each need to the
+[Replay][mrtr_trio._replay.Replay] machine and carries out its answer: feed a value, run a step
+or a poll, let the client take a turn, or finish. Drivers differ only in what a client's turn
+is: the live and task drivers wait for the answers (``turn``); the modern driver has no one to
+wait for, so the loop stops there and the round ends with a token. The flow is closed on every
+exit path.
+
+Trio forbids a generator to suspend at a ``yield`` inside a cancel scope or nursery it opened;
+the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
+the one place that reads a private trio attribute).
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import attrs
 import trio
 
-from ._errors import MissingCapability, MrtrError, RoundLimitExceeded
-from ._flow import Flow, Need, RunStep, normalise_step_value
-from ._values import Request, missing_capabilities
+from ._errors import MrtrError
+from ._flow import Flow, Need
+from ._replay import Feed, Finish, Replay, RunPoll, RunStep, Suspend
 
-__all__ = ["Settings", "check_capabilities", "check_round_budget", "resume", "run_step"]
+__all__ = ["Turn", "call", "drive", "trio_scope_marks"]
 
-
-@attrs.frozen
-class Settings:
-    """The knobs of a :class:`~mrtr_trio.Runtime` that the drivers read."""
-
-    max_rounds: int
-    round_timeout: float
-    legacy_shim: bool
-    state_only_pacing: float
-    replay: str
+#: ``await turn(suspend)``: the client's turn, returning its responses (key → JSON or answer).
+Turn = Callable[[Suspend], Awaitable[Mapping[str, Any]]]
 
 
-async def resume(flow: Flow, value: Any, *, first: bool = False) -> Need:
-    """Start or resume *flow* and return its next need.
+async def drive(
+    flow: Flow,
+    machine: Replay,
+    turn: Turn | None,
+    now: Callable[[], float],
+) -> Finish | Suspend:
+    """Run *flow* as *machine* directs until it finishes, or, without a *turn*, until the
+    client must take one. *now* is the clock poll deadlines are measured on.
 
-    A handler must not suspend at a ``yield`` inside a cancel scope or nursery it opened: trio
-    forbids it and may corrupt its own state later. The cancel status of the running task is
-    compared across the step, and a change raises a clear :class:`MrtrError` at once.
+    The flow is closed on every exit path. An error raised while closing it is raised when the
+    flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
     try:
-        task = trio.lowlevel.current_task()
-    except RuntimeError:  # not under trio: nothing to guard
-        return await (flow.start() if first else flow.resume(value))
-    status, nurseries = _scope_marks(task)
-    need = await (flow.start() if first else flow.resume(value))
-    if _scope_marks(task) != (status, nurseries):
-        raise MrtrError(
-            f"{flow.name} yielded inside a cancel scope or nursery it opened (such as `with "
-            "trio.move_on_after(...)` or `async with trio.open_nursery()` around a yield). "
-            "Trio forbids suspending a generator there: close the scope before yielding, or "
-            "move the timed work into step(fn)."
-        )
-    return need
+        action = await _run(flow, machine, turn, now)
+    except BaseException:
+        await flow.aclose()
+        raise
+    error = await flow.aclose()
+    if error is not None:
+        raise error
+    return action
 
 
-def _scope_marks(task: trio.lowlevel.Task) -> tuple[object, int]:
-    # Task._cancel_status is private; the nursery count is public. Both change exactly when a
-    # generator leaves a scope it entered on the task's stack.
-    return getattr(task, "_cancel_status", None), len(task.child_nurseries)
+async def _run(
+    flow: Flow, machine: Replay, turn: Turn | None, now: Callable[[], float]
+) -> Finish | Suspend:
+    try:
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    except RuntimeError:  # not under trio: no scopes to guard
+        task = None
+    marks = trio_scope_marks(task)
+
+    async def resume(value: Any) -> Need:
+        need = await flow.resume(value)
+        if trio_scope_marks(task) != marks:
+            _scope_error(flow)
+        return need
+
+    need = await flow.start()
+    if trio_scope_marks(task) != marks:
+        _scope_error(flow)
+    action = machine.next(need)
+    while True:
+        kind = type(action)
+        if kind is Feed:
+            action = machine.next(await resume(action.value))  # type: ignore[union-attr]
+        elif kind is RunStep:
+            step = action.step  # type: ignore[union-attr]
+            action = machine.ran(await call(step.fn, step.args))
+        elif kind is RunPoll:
+            poll = action.poll  # type: ignore[union-attr]
+            action = machine.polled(await call(poll.fn, poll.args), now())
+        elif kind is Suspend:
+            if turn is None:
+                return action  # type: ignore[return-value]
+            action = machine.answered(await turn(action))  # type: ignore[arg-type]
+        else:
+            return action  # type: ignore[return-value]
 
 
-async def run_step(need: RunStep) -> Any:
-    """Call the step function (awaiting an awaitable result) and return its recordable value."""
-    value = need.fn(*need.args)
+async def call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``, awaiting the result when it is awaitable."""
+    value = fn(*args)
     if inspect.isawaitable(value):
         value = await value
-    return normalise_step_value(need, value)
+    return value
 
 
-def check_capabilities(
-    name: str, requests: Iterable[Request], client_capabilities: Mapping[str, Any] | None
-) -> None:
-    """Raise :class:`MissingCapability` if the client did not declare what *requests* need."""
-    missing = missing_capabilities(requests, client_capabilities)
-    if missing:
-        raise MissingCapability(
-            f"{name} needs client capabilities the client did not declare: {missing}",
-            missing,
-        )
+def trio_scope_marks(task: trio.lowlevel.Task | None) -> tuple[object, int]:
+    """What changes exactly when code running in *task* enters or leaves a cancel scope or a
+    nursery: the task's cancel status (private: ``Task._cancel_status``; the test suite fails
+    loudly if trio renames it) and its number of open nurseries (public)."""
+    if task is None:
+        return None, 0
+    return task._cancel_status, len(task.child_nurseries)
 
 
-def check_round_budget(name: str, rounds_done: int, settings: Settings) -> None:
-    """Raise :class:`RoundLimitExceeded` if another round trip would exceed ``max_rounds``."""
-    if rounds_done >= settings.max_rounds:
-        raise RoundLimitExceeded(
-            f"{name} still required input after {settings.max_rounds} rounds "
-            f"(max_rounds={settings.max_rounds})"
-        )
+def _scope_error(flow: Flow) -> None:
+    raise MrtrError(
+        f"{flow.name} yielded inside a cancel scope or nursery it opened (such as `with "
+        "trio.move_on_after(...)` or `async with trio.open_nursery()` around a yield). "
+        "Trio forbids suspending a generator there: close the scope before yielding, or "
+        "move the timed work into step(fn)."
+    )

@@ -20,6 +20,7 @@ __all__ = [
     "MissingCapability",
     "MrtrError",
     "NondeterminismError",
+    "PollTimeout",
     "RoundLimitExceeded",
     "RoundTimeout",
 ]
@@ -100,6 +101,10 @@ class RoundLimitExceeded(MrtrError):
 
 class RoundTimeout(MrtrError):
     """A live round got no complete answer within ``round_timeout`` seconds."""
+
+
+class PollTimeout(MrtrError):
+    """A ``poll(...)`` condition was still not met after its ``timeout``."""
 
 
 class NondeterminismError(MrtrError):

@@ -1,78 +1,75 @@
-"""The sans-IO core: what a handler may yield or return, and stepping a handler to its next need.
+"""What a handler may yield or return, and one interface over both handler styles.
 
 A handler is ``async def handler(ctx, **arguments)``, in one of two styles:
 
 - **yield style** (an async generator): it yields a request, a ``{key: request}`` batch,
-  ``step(fn, *args)``, ``pause()`` or ``done(value)``, and receives answers;
+  ``step(fn, *args)``, ``poll(fn, *args)``, ``pause()`` or ``done(value)``, and receives
+  answers;
 - **return style** (a coroutine function, the TypeScript FastMCP semantics): it returns a value,
   or ``input_required(...)`` to be called again with ``ctx.input_responses``.
 
-A :class:`Flow` wraps one invocation of either style behind one interface: ``start()`` and
-``resume(value)`` return the next *need* (:class:`Ask`, :class:`RunStep`, :class:`Wait` or
-:class:`Finished`) and ``aclose()`` releases it. Nothing here knows about trio, MCP or tokens;
-the drivers decide how each need is met. :func:`collect_answers` checks answers for an ask, the
-same way in both eras.
+A [Flow][mrtr_trio._flow.Flow] wraps one invocation of either style and reports what it needs
+next, in one vocabulary of three *needs*:
+
+- [Ask][mrtr_trio._flow.Ask]: answers from the client (no requests: a pause, which gives the
+  client a turn with nothing to ask);
+- [Step][mrtr_trio.step] or [Poll][mrtr_trio.poll]: a function to run (as the handler
+  yielded it);
+- [Done][mrtr_trio.done]: the flow's value.
+
+Nothing here knows about trio, MCP, tokens or replay; ``_replay`` decides how each need is met.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import attrs
 
-from ._errors import InvalidInputResponse, MrtrError
-from ._state import (
-    PendingAsk,
-    PendingPause,
-    fingerprint,
-    record_problem,
-    recordable,
-    step_fingerprint,
-)
-from ._values import (
-    Answer,
-    CreateMessageRequest,
-    ElicitRequest,
-    ListRootsRequest,
-    Request,
-    content_problems_for,
-    parse_answer,
-)
+from ._errors import MrtrError
+from ._journal import Pending, PendingPoll, qualified_name
+from ._values import REQUEST_TYPES, Answer, Request
 
 if TYPE_CHECKING:
     from ._context import Context
 
 __all__ = [
     "Ask",
+    "CallAgain",
     "Done",
-    "Finished",
     "Flow",
+    "Handler",
     "MintedState",
+    "Need",
     "NeedsInput",
+    "PAUSE",
     "Pause",
-    "RunStep",
+    "Poll",
     "Step",
-    "Wait",
-    "collect_answers",
     "done",
-    "handler_name",
     "input_required",
+    "is_generator_handler",
     "open_flow",
     "pause",
+    "poll",
     "step",
 ]
 
-_REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
+log = logging.getLogger("mrtr_trio")
+
+#: A handler: ``async def handler(ctx, **arguments)``, an async generator (yield style) or a
+#: coroutine function (return style).
+Handler: TypeAlias = Callable[..., Any]
 
 # ------------------------------------------------------------------- what handlers produce
 
 
 @attrs.frozen
 class Done:
-    """Yielded to finish a yield-style flow with ``value``."""
+    """Yielded to finish a yield-style flow with ``value`` (see [done][mrtr_trio.done])."""
 
     value: Any
 
@@ -84,7 +81,8 @@ def done(value: Any = None) -> Done:
 
 @attrs.frozen
 class Step:
-    """Yielded to run ``fn(*args)`` exactly once per flow and receive its value."""
+    """Yielded to run ``fn(*args)`` exactly once per flow and receive its value (see
+    [step][mrtr_trio.step])."""
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
@@ -100,8 +98,42 @@ def step(fn: Callable[..., Any], *args: Any) -> Step:
 
 
 @attrs.frozen
+class Poll:
+    """Yielded to wait until ``fn(*args)`` returns something other than ``None`` (see
+    [poll][mrtr_trio.poll])."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+    every: float
+    timeout: float | None
+
+
+def poll(
+    fn: Callable[..., Any], *args: Any, every: float = 1.0, timeout: float | None = None
+) -> Poll:
+    """Wait for a condition outside the client: ``fn(*args)`` (sync or async) returns ``None``
+    while it is not met, and the value that ends the wait is sent back.
+
+    Live, the driver calls *fn* every *every* seconds. On modern requests each round calls it
+    once and, while it returns ``None``, answers with a state-only round; those rounds are
+    bounded by *timeout* (seconds, carried in the token), not by ``max_rounds``. As a task, the
+    task is ``working`` with ``pollIntervalMs``. The ending value is journaled like a step's, so
+    it is read once. Waiting past *timeout* raises [PollTimeout][mrtr_trio.PollTimeout].
+    """
+    if not callable(fn):
+        raise TypeError(f"poll() needs a callable, got {fn!r}")
+    if isinstance(every, bool) or not isinstance(every, int | float) or not every > 0:
+        raise ValueError(f"every must be a positive number of seconds, got {every!r}")
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    return Poll(fn, args, float(every), None if timeout is None else float(timeout))
+
+
+@attrs.frozen
 class Pause:
-    """Yielded to give the client a turn with nothing to ask."""
+    """Yielded to give the client a turn with nothing to ask (see [pause][mrtr_trio.pause])."""
 
 
 _PAUSE = Pause()
@@ -117,26 +149,32 @@ def pause() -> Pause:
 class MintedState:
     """An opaque handle on a return-style payload, from ``await ctx.mint_request_state(...)``.
 
-    Pass it to :func:`input_required`; the runtime carries the payload inside its own signed
-    envelope and hands it back as ``ctx.request_state()`` on the next round.
+    Pass it to [input_required][mrtr_trio.input_required]; the runtime carries the payload
+    inside its own signed envelope and hands it back as ``ctx.request_state()`` on the next
+    round.
     """
 
     payload: Any = attrs.field(repr=False)
 
 
 @attrs.frozen
-class NeedsInput:
-    """A return-style handler's "ask the client, then call me again" (see
-    :func:`input_required`)."""
+class CallAgain:
+    """A return-style handler's "ask the client, then call me again", made by
+    [input_required][mrtr_trio.input_required]. (Not to be confused with
+    [InputRequired][mrtr_trio.InputRequired], the outcome of a modern round.)"""
 
     input_requests: Mapping[str, Request]
     request_state: MintedState | None
 
 
+#: The former name of [CallAgain][mrtr_trio.CallAgain].
+NeedsInput = CallAgain
+
+
 def input_required(
     input_requests: Mapping[str, Request] | None = None,
     request_state: MintedState | None = None,
-) -> NeedsInput:
+) -> CallAgain:
     """Return-style: ask for *input_requests* (``{key: request}``) and/or carry
     *request_state* (from ``await ctx.mint_request_state(payload)``) to the next round.
 
@@ -151,67 +189,33 @@ def input_required(
             "request_state must come from `await ctx.mint_request_state(payload)`, got "
             f"{type(request_state).__name__}; the runtime signs and carries it for you"
         )
-    return NeedsInput(requests, request_state)
+    return CallAgain(requests, request_state)
 
 
-# ----------------------------------------------------------------------- what flows need
+# ----------------------------------------------------------------------------- the needs
 
 
 @attrs.frozen
 class Ask:
-    """Ask the client ``requests``. ``single`` is a bare yielded request (its answer is sent
-    back alone); ``payload`` is the return-style state to carry."""
+    """Answers from the client for ``requests`` (empty: a pause). ``payload`` is the
+    return-style state to carry to the next round."""
 
     requests: Mapping[str, Request]
-    single: bool = False
     payload: Any = None
-
-    @functools.cached_property
-    def fingerprints(self) -> dict[str, bytes]:
-        """Each request's fingerprint, by key (computed once, on first use)."""
-        return {key: fingerprint(request) for key, request in self.requests.items()}
-
-
-@attrs.frozen
-class RunStep:
-    """Run ``fn(*args)`` once; ``fingerprint`` identifies the step in the journal."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    fingerprint: bytes
 
     @property
-    def name(self) -> str:
-        """The step function's qualified name."""
-        return getattr(self.fn, "__qualname__", None) or type(self.fn).__qualname__
+    def fingerprints(self) -> dict[str, bytes]:
+        """Each request's fingerprint, by key."""
+        return {key: request.fingerprint for key, request in self.requests.items()}
 
 
-@attrs.frozen
-class Wait:
-    """Give the client a turn with nothing to ask (``pause()``, or a return-style state-only
-    round carrying ``payload``)."""
+#: The need of a pause.
+PAUSE = Ask({})
 
-    payload: Any = None
+Need: TypeAlias = Ask | Step | Poll | Done
 
 
-@attrs.frozen
-class Finished:
-    """The flow finished with ``value``."""
-
-    value: Any
-
-
-Need: TypeAlias = Ask | RunStep | Wait | Finished
-
-
-def handler_name(handler: Callable[..., Any]) -> str:
-    """The handler's identity: its ``__qualname__`` (not its module, so a file run as a script
-    and the same file imported agree)."""
-    target = getattr(handler, "func", handler)  # functools.partial
-    return getattr(target, "__qualname__", None) or type(handler).__qualname__
-
-
-def is_generator_handler(handler: Callable[..., Any]) -> bool:
+def is_generator_handler(handler: Handler) -> bool:
     """True for yield style, False for return style; ``TypeError`` for anything else."""
     if inspect.isasyncgenfunction(handler):
         return True
@@ -226,100 +230,124 @@ def is_generator_handler(handler: Callable[..., Any]) -> bool:
 class Flow:
     """One invocation of a handler, stepped need by need."""
 
+    __slots__ = ("name",)
+
     #: True for yield-style flows, which are replayed from a journal on modern requests.
     replayable: bool
     name: str
 
     async def start(self) -> Need:
+        """Run the handler to its first need."""
         raise NotImplementedError
 
     async def resume(self, value: Any) -> Need:
-        """Send *value* (``{key: answer}`` after an ask, the step value, ``None`` after a
-        wait) and return the next need."""
+        """Send *value* (``{key: answer}`` after an ask, the function's value after a step or
+        poll) and return the next need."""
         raise NotImplementedError
 
-    async def aclose(self) -> None:
-        """Release the handler (close the generator; ``finally`` blocks run)."""
+    async def aclose(self) -> BaseException | None:
+        """Release the handler (close the generator; ``finally`` blocks run). An error raised
+        while closing is logged with its traceback and returned, never swallowed silently."""
+        return None
 
 
 def open_flow(
-    handler: Callable[..., Any],
+    handler: Handler,
     ctx: Context,
     arguments: Mapping[str, Any],
-    *,
-    resume_at: PendingAsk | PendingPause | None = None,
+    pending: Pending | PendingPoll | None = None,
     payload: Any = None,
 ) -> Flow:
-    """A flow for *handler*. Return-style flows on a modern retry start at *resume_at* (the
-    pending ask or wait) with *payload*; yield-style flows always start from the top."""
+    """A flow for *handler*. Return-style flows on a modern retry start at the *pending* ask
+    with *payload*; yield-style flows always start from the top."""
     if is_generator_handler(handler):
         return GeneratorFlow(handler, ctx, arguments)
-    return ReturnFlow(handler, ctx, arguments, resume_at, payload)
+    return ReturnFlow(handler, ctx, arguments, pending, payload)
+
+
+# What a generator receives for the need it yielded: a single request gets its answer, a pause
+# gets None, a batch the dict and a step or poll its value.
+_AS_IS = object()
+_NOTHING = object()
 
 
 class GeneratorFlow(Flow):
     """A yield-style handler: an async generator kept suspended between needs."""
 
+    __slots__ = ("_agen", "_reply", "_singles")
     replayable = True
 
-    def __init__(
-        self, handler: Callable[..., Any], ctx: Context, arguments: Mapping[str, Any]
-    ) -> None:
-        self.name = handler_name(handler)
+    def __init__(self, handler: Handler, ctx: Context, arguments: Mapping[str, Any]) -> None:
+        self.name = qualified_name(handler)
         self._agen = handler(ctx, **arguments)
         self._singles = 0
-        self._single_key: str | None = None
+        self._reply: Any = _AS_IS
 
     async def start(self) -> Need:
         return await self._send(None)
 
     async def resume(self, value: Any) -> Need:
-        if self._single_key is not None:
-            value = value[self._single_key]
+        reply = self._reply
+        if reply is _NOTHING:
+            value = None
+        elif reply is not _AS_IS:
+            value = value[reply]
         return await self._send(value)
 
     async def _send(self, value: Any) -> Need:
         try:
             yielded = await self._agen.asend(value)
         except StopAsyncIteration:
-            return Finished(None)
-        return self._interpret(yielded)
-
-    def _interpret(self, yielded: Any) -> Need:
-        self._single_key = None
-        if isinstance(yielded, _REQUEST_TYPES):
-            self._single_key = f"input-{self._singles}"
+            return Done(None)
+        kind = type(yielded)
+        self._reply = _AS_IS
+        if kind in _YIELDED_AS_IS:
+            return yielded  # type: ignore[no-any-return]
+        if kind in REQUEST_TYPES:
+            key = f"input-{self._singles}"
             self._singles += 1
-            return Ask({self._single_key: yielded}, single=True)
+            self._reply = key
+            return Ask({key: yielded})
+        if kind is Pause:
+            self._reply = _NOTHING
+            return PAUSE
         if isinstance(yielded, Mapping):
             _check_batch(yielded, f"{self.name} yielded a dict that")
             if not yielded:
                 raise TypeError(f"{self.name} yielded an empty dict; yield pause() to wait")
             return Ask(dict(yielded))
-        if isinstance(yielded, Step):
-            return RunStep(yielded.fn, yielded.args, step_fingerprint(yielded.fn))
-        if isinstance(yielded, Pause):
-            return Wait()
-        if isinstance(yielded, Done):
-            return Finished(yielded.value)
         raise TypeError(
             f"{self.name} yielded {yielded!r}; yield a request (elicit, elicit_url, "
-            "create_message, list_roots), a dict of them, step(fn, ...), pause() or done(value)"
+            "create_message, list_roots), a dict of them, step(fn, ...), poll(fn, ...), "
+            "pause() or done(value)"
         )
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> BaseException | None:
         try:
             await self._agen.aclose()
         except BaseExceptionGroup as group:
-            # A nursery held across a yield wraps the GeneratorExit it closes with.
-            leaks = group.subgroup(lambda e: not isinstance(e, GeneratorExit | BaseExceptionGroup))
-            if leaks is not None:
-                raise
+            # A nursery held across a yield wraps the GeneratorExit it was closed with; what
+            # else the group holds is a real error.
+            _, real = group.split(GeneratorExit)
+            if real is not None:
+                return _log_close_error(self.name, real)
+        except Exception as error:
+            return _log_close_error(self.name, error)
+        return None
+
+
+_YIELDED_AS_IS = frozenset({Step, Poll, Done})
+
+
+def _log_close_error(name: str, error: BaseException) -> BaseException:
+    log.error("%s raised while being closed", name, exc_info=error)
+    return error
 
 
 class ReturnFlow(Flow):
     """A return-style handler: called again, from the top, each time it gets its answers."""
 
+    __slots__ = ("_arguments", "_ctx", "_handler", "_payload", "_pending")
     replayable = False
 
     def __init__(
@@ -327,92 +355,48 @@ class ReturnFlow(Flow):
         handler: Callable[..., Awaitable[Any]],
         ctx: Context,
         arguments: Mapping[str, Any],
-        resume_at: PendingAsk | PendingPause | None,
+        pending: Pending | PendingPoll | None,
         payload: Any,
     ) -> None:
-        self.name = handler_name(handler)
+        self.name = qualified_name(handler)
         self._handler = handler
         self._ctx = ctx
         self._arguments = arguments
-        self._resume_at = resume_at
+        self._pending = pending
         self._payload = payload
 
     async def start(self) -> Need:
-        if isinstance(self._resume_at, PendingAsk):
-            if self._resume_at.requests is None:
-                raise MrtrError(
-                    f"{self.name} is a return-style handler, but this requestState was minted "
-                    "by a yield-style handler of the same name; the flow must start again"
-                )
-            return Ask(self._resume_at.requests, payload=self._payload)
-        if isinstance(self._resume_at, PendingPause):
-            return Wait(self._payload)
-        return await self._call(None)
+        pending = self._pending
+        if pending is None:
+            return await self._call(None)
+        if isinstance(pending, Pending) and (
+            pending.requests is not None or not pending.fingerprints
+        ):
+            return Ask(pending.requests or {}, self._payload)
+        raise MrtrError(
+            f"{self.name} is a return-style handler, but this requestState was minted by a "
+            "yield-style handler of the same name; the flow must start again"
+        )
 
     async def resume(self, value: Any) -> Need:
-        return await self._call({} if value is None else dict(value))
+        return await self._call(dict(value))
 
     async def _call(self, responses: dict[str, Answer] | None) -> Need:
         self._ctx._enter_return_round(responses, self._payload)
         result = await self._handler(self._ctx, **self._arguments)
-        if not isinstance(result, NeedsInput):
-            return Finished(result)
+        if not isinstance(result, CallAgain):
+            return Done(result)
         minted = result.request_state
         self._payload = None if minted is None else minted.payload
-        if result.input_requests:
-            return Ask(result.input_requests, payload=self._payload)
-        return Wait(self._payload)
+        return Ask(result.input_requests, self._payload)
 
 
 def _check_batch(requests: Mapping[Any, Any], what: str) -> None:
     for key, request in requests.items():
         if not isinstance(key, str) or not key:
             raise TypeError(f"{what} has key {key!r}; input request keys are non-empty strings")
-        if not isinstance(request, _REQUEST_TYPES):
+        if not isinstance(request, REQUEST_TYPES):
             raise TypeError(
                 f"{what} maps {key!r} to {request!r}; values must be requests (elicit, "
                 "elicit_url, create_message, list_roots)"
             )
-
-
-# ------------------------------------------------------------------------ checking answers
-
-
-def collect_answers(
-    requests: Mapping[str, Request],
-    kept: Mapping[str, Answer],
-    responses: Mapping[str, Any],
-) -> tuple[dict[str, Answer], dict[str, Request]]:
-    """Check *responses* (key → client JSON or answer) against *requests*, on top of the
-    answers already *kept*.
-
-    Returns ``(answers, again)``: the valid answers (kept plus new), and the requests still
-    unanswered or answered with content that fails the requested schema, to ask again. Keys
-    nobody asked for are ignored. A response not shaped like an answer to its request raises
-    :class:`InvalidInputResponse` naming the key.
-    """
-    answers = dict(kept)
-    again: dict[str, Request] = {}
-    for key, request in requests.items():
-        if key in answers:
-            continue
-        if key not in responses:
-            again[key] = request
-            continue
-        try:
-            answer = parse_answer(request, responses[key])
-        except InvalidInputResponse as error:
-            raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
-        problem = record_problem(answer.to_wire())  # both eras: what a token could not hold
-        if problem is not None:
-            raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
-        if content_problems_for(request, answer):
-            again[key] = request
-        else:
-            answers[key] = answer
-    return answers, again
-
-
-def normalise_step_value(need: RunStep, value: Any) -> Any:
-    """The step's value as a replay will return it (see :func:`recordable`)."""
-    return recordable(value, f"step {need.name}")

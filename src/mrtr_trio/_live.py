@@ -1,34 +1,32 @@
 """The live driver: a whole flow on a legacy (2025-era) session, the handler kept alive.
 
-Each ask becomes real server-to-client requests through the host's ``ask(key, request)``; a
-batch fans out concurrently in a trio nursery under ``trio.fail_after(round_timeout)``, and the
-first failure cancels its siblings and is re-raised alone (never as an ``ExceptionGroup``).
-Return-style handlers run on the legacy shim: re-entered with their answers, paced by
-``state_only_pacing`` between state-only rounds. The flow is closed on every exit path.
+[run_live][mrtr_trio._live.run_live] [drive][mrtr_trio._drive.drive]s the flow with a
+[Replay][mrtr_trio._replay.Replay] machine that starts live, and meets each client turn
+itself: a request becomes a real server-to-client request through the host's
+``ask(key, request)``; a batch fans out concurrently in a trio nursery; every turn runs under
+``trio.fail_after(round_timeout)``, and the first failure cancels its siblings and is re-raised
+alone (never as an ``ExceptionGroup``). A poll's turn sleeps its interval; a return-style
+handler's state-only turn (the legacy shim) sleeps ``state_only_pacing``. Push-style
+``await ctx.elicit(...)`` asks through the same turns.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ._context import Context, Host
-from ._drive import Settings, check_capabilities, check_round_budget, resume, run_step
+from ._drive import drive
 from ._errors import BackChannelUnavailable, MrtrError, RoundTimeout
-from ._flow import (
-    Ask,
-    Finished,
-    Flow,
-    Need,
-    RunStep,
-    Wait,
-    collect_answers,
-    handler_name,
-    open_flow,
-)
+from ._flow import Handler, is_generator_handler, open_flow
+from ._journal import qualified_name
+from ._replay import Feed, Finish, Replay, Rules, Suspend
 from ._values import Answer, Request
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
 
 __all__ = ["AskFunction", "run_live"]
 
@@ -38,8 +36,8 @@ AskFunction = Callable[[str, Request], Awaitable[Any]]
 
 
 async def run_live(
-    settings: Settings,
-    handler: Callable[..., Any],
+    runtime: Runtime,
+    handler: Handler,
     arguments: Mapping[str, Any],
     ask: AskFunction | None,
     client_capabilities: Mapping[str, Any] | None,
@@ -48,103 +46,108 @@ async def run_live(
     """Run *handler* to completion on a live session and return its value.
 
     ``ask=None`` means the session has no back channel: asks fail with
-    :class:`BackChannelUnavailable` (before any capability check), steps and pauses work.
+    [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable] (before any capability check),
+    steps, polls and pauses work.
     """
-    session = _LiveSession(settings, handler_name(handler), ask, client_capabilities)
-    ctx = Context("legacy", client_capabilities, push=session.push, host=host)
+    replayable = is_generator_handler(handler)
+    name = qualified_name(handler)
+    rules = Rules(
+        runtime.max_rounds,
+        # Without a back channel nothing is asked, so the missing channel is the error to give.
+        client_capabilities=client_capabilities if ask is not None else None,
+        free_pauses=True,
+    )
+    machine = Replay(name, rules, replayable=replayable)
+    turns = _Turns(runtime, machine, ask, replayable)
+    ctx = Context("legacy", client_capabilities, machine=machine, push=turns.push, host=host)
     flow = open_flow(handler, ctx, arguments)
-    try:
-        need = await resume(flow, None, first=True)
-        while not isinstance(need, Finished):
-            need = await resume(flow, await session.meet(flow, need))
-        return need.value
-    finally:
-        await flow.aclose()
+    action = await drive(flow, machine, turns, trio.current_time)
+    assert isinstance(action, Finish)  # with a turn, drive only stops there
+    return action.value
 
 
-class _LiveSession:
-    """Meets a live flow's needs and counts its round trips."""
+class _Turns:
+    """The client's turns on a live session."""
+
+    __slots__ = ("_ask", "_machine", "_replayable", "_runtime")
 
     def __init__(
-        self,
-        settings: Settings,
-        name: str,
-        ask: AskFunction | None,
-        client_capabilities: Mapping[str, Any] | None,
+        self, runtime: Runtime, machine: Replay, ask: AskFunction | None, replayable: bool
     ) -> None:
-        self.settings = settings
-        self.name = name
+        self._runtime = runtime
+        self._machine = machine
         self._ask = ask
-        self._capabilities = client_capabilities
-        self._rounds = 0
+        self._replayable = replayable
 
-    async def meet(self, flow: Flow, need: Need) -> Any:
-        if isinstance(need, RunStep):
-            return await run_step(need)
-        if not flow.replayable and not self.settings.legacy_shim:
+    async def __call__(self, suspend: Suspend) -> Mapping[str, Any]:
+        requests = suspend.requests
+        if suspend.retry_after is not None:  # a poll waiting for the outside world
+            await trio.sleep(suspend.retry_after)
+            return {}
+        if not self._replayable and not self._runtime.legacy_shim:
             raise MrtrError(
-                f"{flow.name} returned input_required() on a legacy session, but the runtime "
-                "has legacy_shim=False: enable the shim, or write the handler in yield style"
+                f"{self._machine.name} returned input_required() on a legacy session, but the "
+                "runtime has legacy_shim=False: enable the shim, or write the handler in yield "
+                "style"
             )
-        if isinstance(need, Ask):
-            return await self.ask_all(need.requests)
-        assert isinstance(need, Wait)
-        if not flow.replayable:  # the shim's state-only round: a paced round trip
-            self._count_round()
-            await trio.sleep(self.settings.state_only_pacing)
-        return None  # a yield-style pause() continues at once and costs no round
+        if not requests:  # the shim's state-only round: a paced round trip
+            await trio.sleep(self._runtime.state_only_pacing)
+            return {}
+        return await self._fan_out(requests)
 
     async def push(self, key: str, request: Request) -> Answer:
         """A push-style ``ctx.elicit(...)`` and friends: one request, asked like any other."""
-        return (await self.ask_all({key: request}))[key]
-
-    async def ask_all(self, requests: Mapping[str, Request]) -> dict[str, Answer]:
-        """Ask until every request has a valid answer (re-asking schema-invalid ones)."""
-        if self._ask is None:
-            kinds = ", ".join(sorted({r.method for r in requests.values()}))
-            raise BackChannelUnavailable(
-                f"{self.name} asked the client ({kinds}), but this legacy session has no back "
-                "channel for server-to-client requests (stateless or JSON-response HTTP). Serve "
-                "Streamable HTTP with stateless=False and json_response=False, or connect with "
-                "MCP 2026-07-28, where the same handler asks through input_required results."
-            )
-        check_capabilities(self.name, requests.values(), self._capabilities)
-        answers: dict[str, Answer] = {}
-        todo = dict(requests)
-        while todo:
-            self._count_round()
-            answers, todo = collect_answers(requests, answers, await self._fan_out(todo))
-        return answers
-
-    def _count_round(self) -> None:
-        check_round_budget(self.name, self._rounds, self.settings)
-        self._rounds += 1
+        action = self._machine.push({key: request})
+        while True:
+            reply = self._machine.answered(await self(action))
+            if type(reply) is Feed:
+                return reply.value[key]  # type: ignore[no-any-return]
+            assert type(reply) is Suspend
+            action = reply
 
     async def _fan_out(self, requests: Mapping[str, Request]) -> dict[str, Any]:
-        results: dict[str, Any] = {}
-        failure: BaseException | None = None
         ask = self._ask
-        assert ask is not None
-
-        async def ask_one(key: str, request: Request, cancel_scope: trio.CancelScope) -> None:
-            nonlocal failure
-            try:
-                results[key] = await ask(key, request)
-            except Exception as error:
-                if failure is None:
-                    failure = error
-                cancel_scope.cancel()
-
+        if ask is None:
+            kinds = ", ".join(sorted({r.method for r in requests.values()}))
+            raise BackChannelUnavailable(
+                f"{self._machine.name} asked the client ({kinds}), but this legacy session has "
+                "no back channel for server-to-client requests (stateless or JSON-response "
+                "HTTP). Serve Streamable HTTP with stateless=False and json_response=False, or "
+                "connect with MCP 2026-07-28, where the same handler asks through "
+                "input_required results."
+            )
         try:
-            with trio.fail_after(self.settings.round_timeout):
-                async with trio.open_nursery() as nursery:
-                    for key, request in requests.items():
-                        nursery.start_soon(ask_one, key, request, nursery.cancel_scope)
+            with trio.fail_after(self._runtime.round_timeout):
+                if len(requests) == 1:  # the common case needs no nursery
+                    ((key, request),) = requests.items()
+                    return {key: await ask(key, request)}
+                return await _ask_all(ask, requests)
         except trio.TooSlowError:
             raise RoundTimeout(
-                f"{self.name}: the client did not answer round {self._rounds} "
-                f"({', '.join(requests)}) within round_timeout={self.settings.round_timeout} s"
+                f"{self._machine.name}: the client did not answer round "
+                f"{self._machine.rounds} ({', '.join(requests)}) within "
+                f"round_timeout={self._runtime.round_timeout} s"
             ) from None
-        if failure is not None:
-            raise failure
-        return results
+
+
+async def _ask_all(ask: AskFunction, requests: Mapping[str, Request]) -> dict[str, Any]:
+    """Ask every request concurrently; the first failure cancels the others and is raised
+    alone."""
+    results: dict[str, Any] = {}
+    failure: BaseException | None = None
+
+    async def ask_one(key: str, request: Request, cancel_scope: trio.CancelScope) -> None:
+        nonlocal failure
+        try:
+            results[key] = await ask(key, request)
+        except Exception as error:
+            if failure is None:
+                failure = error
+            cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        for key, request in requests.items():
+            nursery.start_soon(ask_one, key, request, nursery.cancel_scope)
+    if failure is not None:
+        raise failure
+    return results

@@ -1,247 +1,590 @@
-"""The replay driver: one round of a flow on a modern (2026-07-28) request.
+"""The replay rules: a sans-IO state machine that says what a flow does next.
 
-:func:`advance` verifies the ``requestState`` (before any handler code runs), replays a
-yield-style handler from the top feeding it the journal's answers and step results while
-checking each yield against its recorded fingerprint, feeds the pending ask this call's
-``inputResponses``, and runs on to the next ask (checkpointed into a fresh token) or to the end.
-Return-style handlers are not replayed: their pending requests and payload travel in the token.
+Two rules govern this file (after h11's ``_state.py``):
+
+1. Everything that decides what a round does lives here: replaying the journal, matching the
+   pending point, which ask reads the call's ``inputResponses``, when ``is_replaying`` flips,
+   what is journaled, how answers are checked, the round budget, the capability check, and what
+   divergence does.
+2. It knows nothing of trio, of MCP, or of which era drives it. It runs no handler code and does
+   no I/O.
+
+Theory of operation. A driver runs the handler; each time the handler needs something (a *need*
+from ``_flow``: an [Ask][mrtr_trio._flow.Ask], a ``step``, a ``poll``, or ``done``) the driver
+hands it to [Replay.next][mrtr_trio._replay.Replay.next], which answers with an *action*:
+
+- [Feed][mrtr_trio._replay.Feed]: send this value into the handler (a recorded answer or step
+  value while replaying; the answers once they are all valid);
+- [RunStep][mrtr_trio._replay.RunStep] / [RunPoll][mrtr_trio._replay.RunPoll]: call this
+  function and report its value with ``ran`` / ``polled``;
+- [Suspend][mrtr_trio._replay.Suspend]: the client must take a turn and answer these requests
+  (none: a pause, or a poll still waiting). A driver that can wait for the client (live, task)
+  reports the answers with ``answered``; the modern driver ends the round with a token made from
+  [Replay.checkpoint][mrtr_trio._replay.Replay.checkpoint];
+- [Finish][mrtr_trio._replay.Finish]: the flow's value.
+
+A modern retry starts **replaying**: each need must match the next journal entry (same kind,
+keys and fingerprints), which gives back the recorded value. With the journal spent the machine
+is **pending**: the next need must match the recorded pending point, and this call's
+``inputResponses`` answer it. Past that point it is **live**: new code runs, steps run, and asks
+suspend the flow. A live legacy session starts live, and a first modern call too (its first ask
+reads the call's ``inputResponses``, as the conformance suite expects). A need that does not
+match is a divergence: ``replay="strict"`` fails with
+[NondeterminismError][mrtr_trio.NondeterminismError]; ``"reask"`` drops the rest of the journal
+and goes on live, so the client is asked again.
+
+[TRANSITIONS][mrtr_trio._replay.TRANSITIONS] is the phase diagram as data; the machine moves
+only along it, and docs/replay.md draws it from the table.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final, NoReturn
 
 import attrs
 
-from ._context import Context, Host
-from ._drive import Settings, check_capabilities, check_round_budget, resume, run_step
-from ._errors import InvalidInputResponse, NondeterminismError
-from ._flow import (
-    Ask,
-    Finished,
-    Flow,
-    Need,
-    RunStep,
-    Wait,
-    collect_answers,
-    handler_name,
-    open_flow,
+from ._errors import (
+    InvalidInputResponse,
+    MissingCapability,
+    MrtrError,
+    NondeterminismError,
+    PollTimeout,
+    RoundLimitExceeded,
 )
-from ._state import (
-    PAUSE_RECORD,
-    AskRecord,
+from ._flow import Ask, Need, Poll, Step
+from ._journal import (
+    Answered,
     Cursor,
-    PauseRecord,
-    PendingAsk,
-    PendingPause,
-    Record,
-    StateCodec,
-    StepRecord,
-    binding_digest,
+    Entry,
+    Pending,
+    PendingPoll,
+    StepResult,
     describe_fingerprint,
+    qualified_name,
+    record_problem,
+    recordable,
+    step_fingerprint,
 )
-from ._values import Request
+from ._values import (
+    Answer,
+    ElicitRequest,
+    Request,
+    content_problems_for,
+    missing_capabilities,
+    parse_answer,
+)
 
-__all__ = ["Complete", "InputRequired", "advance"]
+__all__ = [
+    "LIVE",
+    "PENDING",
+    "REPLAYING",
+    "SUSPENDED",
+    "TRANSITIONS",
+    "Action",
+    "Feed",
+    "Finish",
+    "Replay",
+    "Rules",
+    "RunPoll",
+    "RunStep",
+    "Suspend",
+    "collect_answers",
+]
 
 log = logging.getLogger("mrtr_trio")
 
+# ------------------------------------------------------------------------------- phases
+
+
+class _Phase:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: Re-running code an earlier round already ran, feeding it the journal.
+REPLAYING: Final = _Phase("REPLAYING")
+#: The journal is spent; the next need must be the pending point this call answers.
+PENDING: Final = _Phase("PENDING")
+#: Past the pending point: new code runs.
+LIVE: Final = _Phase("LIVE")
+#: The client is taking a turn (answering, or the flow is paused or polling).
+SUSPENDED: Final = _Phase("SUSPENDED")
+#: The flow finished.
+FINISHED: Final = _Phase("FINISHED")
+#: An error ended the flow; the machine accepts nothing more.
+ERROR: Final = _Phase("ERROR")
+
+#: (phase, event) → the phase after it. Every move the machine makes is one of these.
+TRANSITIONS: Final[dict[_Phase, dict[str, _Phase]]] = {
+    REPLAYING: {
+        "need matches the next entry": REPLAYING,
+        "journal spent, a point is pending": PENDING,
+        "journal spent, nothing pending": LIVE,
+        "need diverges (reask)": LIVE,
+    },
+    PENDING: {
+        "need matches the pending ask, all answered": LIVE,
+        "need matches the pending ask, some unanswered": SUSPENDED,
+        "need matches the pending poll": LIVE,
+        "need diverges (reask)": LIVE,
+    },
+    LIVE: {
+        "step or poll ran": LIVE,
+        "ask answered by this call": LIVE,
+        "ask, or a pause that gives the client a turn": SUSPENDED,
+        "poll not met yet": SUSPENDED,
+        "pause with no turn to give": LIVE,
+        "done": FINISHED,
+    },
+    SUSPENDED: {
+        "answered, all valid": LIVE,
+        "answered, some invalid or missing": SUSPENDED,
+        "turn over, poll again": LIVE,
+    },
+    FINISHED: {},
+    ERROR: {},
+}
+
+# ------------------------------------------------------------------------------ actions
+
 
 @attrs.frozen
-class Complete:
-    """A modern round that finished the flow with ``value``."""
+class Feed:
+    """Send ``value`` into the handler."""
 
     value: Any
 
 
 @attrs.frozen
-class InputRequired:
-    """A modern round that needs the client: ``input_requests`` (key → request; empty for a
-    state-only round) and the ``request_state`` to echo."""
+class RunStep:
+    """Call ``step.fn(*step.args)`` (awaiting an awaitable result) and report the value with
+    [Replay.ran][mrtr_trio._replay.Replay.ran]."""
 
-    input_requests: Mapping[str, Request]
-    request_state: str | None
-
-
-async def advance(
-    settings: Settings,
-    codec: StateCodec,
-    handler: Callable[..., Any],
-    arguments: Mapping[str, Any],
-    *,
-    input_responses: Mapping[str, Any] | None,
-    request_state: str | None,
-    client_capabilities: Mapping[str, Any] | None,
-    bind: bytes,
-    host: Host | None = None,
-) -> Complete | InputRequired:
-    """Run one modern round of *handler* (see the module docstring)."""
-    name = handler_name(handler)
-    arguments = _check_arguments(arguments)
-    responses = _check_responses(input_responses)
-    binding = binding_digest(name, arguments, _check_bind(bind))
-    cursor = Cursor() if request_state is None else codec.open(request_state, binding)
-    ctx = Context("modern", client_capabilities, host=host)
-    flow = open_flow(handler, ctx, arguments, resume_at=cursor.pending, payload=cursor.payload)
-    round_ = _Round(settings, codec, name, binding, cursor, request_state is None, ctx)
-    try:
-        return await round_.run(flow, responses)
-    finally:
-        await flow.aclose()
+    step: Step
 
 
-class _Round:
+@attrs.frozen
+class RunPoll:
+    """Call ``poll.fn(*poll.args)`` once and report the value with
+    [Replay.polled][mrtr_trio._replay.Replay.polled]."""
+
+    poll: Poll
+
+
+@attrs.frozen
+class Suspend:
+    """The client takes a turn: ``requests`` to answer (as they go to the client: a re-asked
+    elicitation's message says what was wrong), ``problems`` why some are asked again, and
+    ``retry_after`` (a poll's interval) when the turn only waits for the outside world. No
+    requests and no ``retry_after``: a pause."""
+
+    requests: Mapping[str, Request]
+    problems: Mapping[str, str] = attrs.field(factory=dict)
+    retry_after: float | None = None
+
+
+@attrs.frozen
+class Finish:
+    """The flow finished with ``value``."""
+
+    value: Any
+
+
+Action = Feed | RunStep | RunPoll | Suspend | Finish
+
+# -------------------------------------------------------------------------------- rules
+
+
+@attrs.frozen
+class Rules:
+    """What a driver fixes for a flow.
+
+    - *max_rounds*: turns the client may take before
+      [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded];
+    - *strict*: divergence raises (``replay="strict"``) instead of asking again;
+    - *client_capabilities*: what the client declared (``None``: everything);
+    - *free_pauses*: a ``pause()`` continues at once and costs no round (live yield-style
+      flows, where the client has nothing to do);
+    - *record*: journal what the flow passes, for a checkpoint (modern yield-style flows).
+    """
+
+    max_rounds: int
+    strict: bool = False
+    client_capabilities: Mapping[str, Any] | None = None
+    free_pauses: bool = False
+    record: bool = False
+
+
+_NO_CURSOR = Cursor()
+_MISMATCH: Any = object()
+
+
+class Replay:
+    """The state machine of one flow invocation (see the module docstring).
+
+    *name* names the handler in messages; *cursor* is where a modern retry stands (empty for a
+    first call or a live session); *responses* is this call's ``inputResponses`` (key → client
+    JSON or answer object), read by the pending ask, or on a first call by the first ask;
+    *replayable* is False for return-style flows, whose pending requests travel in the token.
+    """
+
+    __slots__ = (
+        "_asking",
+        "_journal",
+        "_kept",
+        "_payload",
+        "_pending",
+        "_polling",
+        "_position",
+        "_recorded",
+        "_replayable",
+        "_responses",
+        "_running",
+        "name",
+        "phase",
+        "rounds",
+        "rules",
+    )
+
     def __init__(
         self,
-        settings: Settings,
-        codec: StateCodec,
         name: str,
-        binding: bytes,
-        cursor: Cursor,
-        first_call: bool,
-        ctx: Context,
+        rules: Rules,
+        cursor: Cursor = _NO_CURSOR,
+        responses: Mapping[str, Any] | None = None,
+        *,
+        replayable: bool = True,
     ) -> None:
-        self.settings = settings
-        self.codec = codec
         self.name = name
-        self.binding = binding
-        self.cursor = cursor
-        self.first_call = first_call
-        self.ctx = ctx
+        self.rules = rules
+        self.rounds = cursor.rounds
+        self._journal = cursor.journal if replayable else ()
+        self._pending = cursor.pending
+        self._payload = cursor.payload
+        self._responses = responses
+        self._replayable = replayable
+        self._position = 0
+        self._recorded: list[Entry] = []
+        self._asking: Ask | None = None  # the ask the client is answering
+        self._kept: dict[str, Answer] = {}  # its answers so far
+        self._running: Step | Poll | None = None
+        self._polling: PendingPoll | None = None
+        if self._journal:
+            self.phase = REPLAYING
+        elif self._pending is not None:
+            self.phase = PENDING
+        else:
+            self.phase = LIVE
 
-    async def run(
-        self, flow: Flow, responses: Mapping[str, Any] | None
-    ) -> Complete | InputRequired:
-        journal: list[Record] = []
-        pending = self.cursor.pending
-        # This call's inputResponses answer one ask: the pending one, or on a call without
-        # state the handler's first ask. Later asks go to the client.
-        first_ask_reads = self.first_call
+    def __repr__(self) -> str:
+        return f"<Replay {self.name} {self.phase!r} at entry {self._position}>"
 
-        # Until the flow passes the pending point it re-runs code an earlier round ran.
-        self.ctx._set_replaying(flow.replayable and not self.first_call)
-        need = await resume(flow, None, first=True)
-        for position, record in enumerate(self.cursor.journal):
-            value = _replayed_value(record, need)
-            if value is _MISMATCH:
-                self._diverged(position, _describe_record(record), need)
-                pending = None  # the answers in hand were for another request
-                break
-            journal.append(record)
-            need = await resume(flow, value)
+    @property
+    def is_replaying(self) -> bool:
+        """True while the handler re-runs code an earlier round already ran (up to the point
+        this call answers)."""
+        return self.phase is REPLAYING or self.phase is PENDING
 
-        while True:
-            if pending is not None and not _pending_matches(pending, need):
-                self._diverged(len(journal), _describe_pending(pending), need)
-                pending = None
-            if pending is None:
-                self.ctx._set_replaying(False)
-            if isinstance(need, Finished):
-                return Complete(need.value)
-            if isinstance(need, RunStep):
-                value = await run_step(need)
-                if flow.replayable:
-                    journal.append(StepRecord(need.fingerprint, value))
-                need = await resume(flow, value)
-                continue
-            if isinstance(need, Wait):
-                if pending is None:
-                    return self._checkpoint(journal, PendingPause(), {}, need.payload)
-                pending = None
-                self.ctx._set_replaying(False)
-                if flow.replayable:
-                    journal.append(PAUSE_RECORD)
-                need = await resume(flow, None)
-                continue
-            assert isinstance(need, Ask)
-            prints = need.fingerprints
-            stored = None if flow.replayable else need.requests
-            if pending is None and not first_ask_reads:
-                pending_ask = PendingAsk(prints, {}, stored)
-                return self._checkpoint(journal, pending_ask, need.requests, need.payload)
-            kept = pending.answered if isinstance(pending, PendingAsk) else {}
-            answers, again = collect_answers(need.requests, kept, responses or {})
-            pending, first_ask_reads = None, False
-            self.ctx._set_replaying(False)
-            if again:
-                pending_ask = PendingAsk(prints, answers, stored)
-                return self._checkpoint(journal, pending_ask, again, need.payload)
-            if flow.replayable:
-                journal.append(AskRecord({k: (prints[k], answers[k]) for k in need.requests}))
-            need = await resume(flow, answers)
+    # -------------------------------------------------------------------- driver inputs
 
-    def _checkpoint(
+    def next(self, need: Need) -> Action:
+        """What to do about *need*, the handler's latest."""
+        phase = self.phase
+        if phase is REPLAYING:
+            return self._replay(need)
+        if phase is PENDING:
+            return self._at_pending(need)
+        if phase is LIVE:
+            return self._live(need)
+        return self._unexpected(f"a need ({type(need).__name__})")
+
+    def ran(self, value: Any) -> Feed:
+        """The step asked for by [RunStep][mrtr_trio._replay.RunStep] returned *value*."""
+        step = self._running
+        if self.phase is not LIVE or not isinstance(step, Step):
+            return self._unexpected("a step's value")
+        self._running = None
+        value = self._recordable(value, step.fn)
+        self._journal_entry(StepResult(step_fingerprint(step.fn), value), "step or poll ran")
+        return Feed(value)
+
+    def polled(self, value: Any, now: float) -> Feed | Suspend:
+        """The poll asked for by [RunPoll][mrtr_trio._replay.RunPoll] returned *value*, at
+        *now* (seconds, on the clock the driver measures deadlines with)."""
+        poll = self._running
+        if self.phase is not LIVE or not isinstance(poll, Poll):
+            return self._unexpected("a poll's value")
+        fingerprint = step_fingerprint(poll.fn)
+        if value is not None:
+            self._running = self._polling = None
+            value = self._recordable(value, poll.fn)
+            self._journal_entry(StepResult(fingerprint, value), "step or poll ran")
+            return Feed(value)
+        waiting = self._polling
+        if waiting is None:
+            deadline = None if poll.timeout is None else int(now + poll.timeout) + 1
+            waiting = self._polling = PendingPoll(fingerprint, deadline)
+        if waiting.deadline is not None and now >= waiting.deadline:
+            self.phase = ERROR
+            raise PollTimeout(
+                f"{self.name}: poll({qualified_name(poll.fn)}) was still not met after its "
+                f"timeout of {poll.timeout:g} s"
+            )
+        self._go("poll not met yet")
+        return Suspend({}, retry_after=poll.every)
+
+    def answered(self, responses: Mapping[str, Any]) -> Action:
+        """The client's turn is over: *responses* (key → client JSON or answer object) answer
+        the requests of the last [Suspend][mrtr_trio._replay.Suspend]."""
+        if self.phase is not SUSPENDED:
+            return self._unexpected("answers")
+        if self._polling is not None:
+            self._go("turn over, poll again")
+            assert self._running is not None
+            return RunPoll(self._running)  # type: ignore[arg-type]
+        ask = self._asking
+        assert ask is not None
+        return self._take(ask, self._kept, responses, "answered, all valid")
+
+    def push(self, requests: Mapping[str, Request]) -> Suspend:
+        """Ask the client *requests* out of turn (a live push-style ``await ctx.elicit(...)``);
+        the answers come back as the [Feed][mrtr_trio._replay.Feed] that
+        [answered][mrtr_trio._replay.Replay.answered] returns, and nothing is journaled."""
+        if self.phase is not LIVE:
+            return self._unexpected("a push-style ask")
+        return self._suspend(Ask(requests), requests, {}, {})
+
+    def checkpoint(self) -> Cursor:
+        """Where the flow stands while the client takes its turn, for a token."""
+        if self.phase is not SUSPENDED:
+            return self._unexpected("a checkpoint")
+        pending: Pending | PendingPoll
+        if self._polling is not None:
+            pending = self._polling
+        else:
+            ask = self._asking
+            assert ask is not None
+            pending = Pending(
+                ask.fingerprints,
+                dict(self._kept),
+                None if self._replayable else ask.requests,
+            )
+        return Cursor(tuple(self._recorded), pending, self.rounds, self._payload)
+
+    # ------------------------------------------------------------------------ the phases
+
+    def _replay(self, need: Need) -> Action:
+        entry = self._journal[self._position]
+        value = _recorded_value(entry, need)
+        if value is _MISMATCH:
+            return self._diverge(_describe_entry(entry), need)
+        self._position += 1
+        if self.rules.record:
+            self._recorded.append(entry)
+        if self._position < len(self._journal):
+            self._go("need matches the next entry")
+        elif self._pending is not None:
+            self._go("journal spent, a point is pending")
+        else:
+            self._go("journal spent, nothing pending")
+        return Feed(value)
+
+    def _at_pending(self, need: Need) -> Action:
+        pending = self._pending
+        if isinstance(pending, PendingPoll):
+            if type(need) is Poll and step_fingerprint(need.fn) == pending.fingerprint:
+                self._go("need matches the pending poll")
+                self._running, self._polling = need, pending
+                return RunPoll(need)
+            return self._diverge(f"poll ({describe_fingerprint(pending.fingerprint)})", need)
+        assert pending is not None
+        if type(need) is Ask and need.fingerprints == pending.fingerprints:
+            responses, self._responses = self._responses or {}, None
+            return self._take(
+                need,
+                pending.answered,
+                responses,
+                "need matches the pending ask, all answered",
+            )
+        return self._diverge(_describe_pending(pending), need)
+
+    def _live(self, need: Need) -> Action:
+        kind = type(need)
+        if kind is Ask:
+            ask: Ask = need  # type: ignore[assignment]
+            if not ask.requests:
+                if self.rules.free_pauses and self._replayable:
+                    self._journal_entry(Answered({}), "pause with no turn to give")
+                    return Feed({})
+                self._payload = ask.payload
+                return self._suspend(ask, {}, {}, {})
+            if self._responses is not None:  # a first call: its first ask reads them
+                responses, self._responses = self._responses, None
+                return self._take(ask, {}, responses, "ask answered by this call")
+            self._payload = ask.payload
+            return self._suspend(ask, ask.requests, {}, {})
+        if kind is Step:
+            self._running = need  # type: ignore[assignment]
+            return RunStep(need)  # type: ignore[arg-type]
+        if kind is Poll:
+            self._running = need  # type: ignore[assignment]
+            return RunPoll(need)  # type: ignore[arg-type]
+        self._go("done")
+        return Finish(need.value)  # type: ignore[union-attr]
+
+    # ----------------------------------------------------------------------- the moves
+
+    def _take(
+        self, ask: Ask, kept: Mapping[str, Answer], responses: Mapping[str, Any], event: str
+    ) -> Action:
+        """Check *responses* for *ask*: feed the answers when all are valid, else ask again."""
+        try:
+            answers, again, problems = collect_answers(ask.requests, kept, responses)
+        except MrtrError:
+            self.phase = ERROR
+            raise
+        if again:
+            self._payload = ask.payload
+            return self._suspend(ask, again, answers, problems)
+        self._asking, self._kept = None, {}
+        if self._replayable:
+            prints = ask.fingerprints
+            entry = Answered({key: (prints[key], answers[key]) for key in ask.requests})
+            self._journal_entry(entry, event)
+        else:
+            self._go(event)
+        return Feed(answers)
+
+    def _suspend(
         self,
-        journal: list[Record],
-        pending: PendingAsk | PendingPause,
-        asked: Mapping[str, Request],
-        payload: Any,
-    ) -> InputRequired:
-        check_capabilities(self.name, asked.values(), self.ctx.client_capabilities)
-        check_round_budget(self.name, self.cursor.rounds, self.settings)
-        cursor = Cursor(tuple(journal), pending, self.cursor.rounds + 1, payload)
-        return InputRequired(dict(asked), self.codec.seal(cursor, self.binding))
+        ask: Ask,
+        to_ask: Mapping[str, Request],
+        kept: dict[str, Answer],
+        problems: dict[str, str],
+    ) -> Suspend:
+        rules = self.rules
+        if to_ask and rules.client_capabilities is not None:
+            missing = missing_capabilities(to_ask.values(), rules.client_capabilities)
+            if missing:
+                self.phase = ERROR
+                raise MissingCapability(
+                    f"{self.name} needs client capabilities the client did not declare: {missing}",
+                    missing,
+                )
+        if self.rounds >= rules.max_rounds:
+            self.phase = ERROR
+            why = "".join(f"; the answer to {key!r} {text}" for key, text in problems.items())
+            raise RoundLimitExceeded(
+                f"{self.name} still required input after {rules.max_rounds} rounds "
+                f"(max_rounds={rules.max_rounds}){why}"
+            )
+        self.rounds += 1
+        self._asking, self._kept = ask, kept
+        if self.phase is LIVE:
+            self._go("ask, or a pause that gives the client a turn")
+        elif self.phase is SUSPENDED:
+            self._go("answered, some invalid or missing")
+        else:
+            self._go("need matches the pending ask, some unanswered")
+        if problems:
+            log.info(
+                "%s: asking again: %s",
+                self.name,
+                "; ".join(f"the answer to {key!r} {text}" for key, text in problems.items()),
+            )
+        return Suspend(
+            {key: _explained(r, problems.get(key)) for key, r in to_ask.items()}, problems
+        )
 
-    def _diverged(self, position: int, recorded: str, need: Need) -> None:
-        journal = self.cursor.journal[:position]
-        round_ = 1 + sum(not isinstance(r, StepRecord) for r in journal)
-        current = _describe_need(need)
+    def _diverge(self, recorded: str, need: Need) -> Action:
+        position = self._position
+        round_ = 1 + sum(not isinstance(e, StepResult) for e in self._journal[:position])
+        sentence, current = _describe_need(need)
         message = (
             f"{self.name} diverged from its recorded flow at round {round_}, yield "
-            f"#{position}: recorded {recorded}; now {current[0]}. The handler is not "
+            f"#{position}: recorded {recorded}; now {sentence}. The handler is not "
             "deterministic (it read the clock, randomness or I/O outside step()) or its code "
             "changed while this flow was in flight."
         )
-        if self.settings.replay == "strict":
+        if self.rules.strict:
+            self.phase = ERROR
             raise NondeterminismError(
                 message,
                 handler=self.name,
                 round=round_,
                 yield_index=position,
                 recorded=recorded,
-                current=current[1],
+                current=current,
             )
         log.warning("%s Asking again (replay='reask').", message)
+        self._pending = self._responses = None  # what was answered was something else
+        self._go("need diverges (reask)")
+        return self._live(need)
+
+    def _journal_entry(self, entry: Entry, event: str) -> None:
+        if self.rules.record:
+            self._recorded.append(entry)
+        self._go(event)
+
+    def _recordable(self, value: Any, fn: Callable[..., Any]) -> Any:
+        try:
+            return recordable(value, f"step {qualified_name(fn)}")
+        except MrtrError:
+            self.phase = ERROR
+            raise
+
+    def _go(self, event: str) -> None:
+        try:
+            self.phase = TRANSITIONS[self.phase][event]
+        except KeyError:  # pragma: no cover - a bug in this file
+            self._unexpected(repr(event))
+
+    def _unexpected(self, what: str) -> NoReturn:
+        phase, self.phase = self.phase, ERROR
+        raise MrtrError(f"{self.name}: the replay machine got {what} in phase {phase!r}")
 
 
-_MISMATCH: Any = object()
+# ------------------------------------------------------------------------------ helpers
 
 
-def _replayed_value(record: Record, need: Need) -> Any:
+def _recorded_value(entry: Entry, need: Need) -> Any:
     """What the journal gives back for *need*, or ``_MISMATCH``."""
-    if isinstance(record, AskRecord) and isinstance(need, Ask):
-        if record.answers.keys() == need.requests.keys() and all(
-            record.answers[key][0] == fp for key, fp in need.fingerprints.items()
+    kind = type(need)
+    if kind is Ask and type(entry) is Answered:
+        answers = entry.answers
+        requests: Mapping[str, Request] = need.requests  # type: ignore[union-attr]
+        if answers.keys() == requests.keys() and all(
+            answers[key][0] == request.fingerprint for key, request in requests.items()
         ):
-            return {key: answer for key, (_, answer) in record.answers.items()}
-    elif isinstance(record, StepRecord) and isinstance(need, RunStep):
-        if record.fingerprint == need.fingerprint:
-            return record.value
-    elif isinstance(record, PauseRecord) and isinstance(need, Wait):
-        return None
+            return {key: answer for key, (_, answer) in answers.items()}
+    elif (
+        (kind is Step or kind is Poll)
+        and type(entry) is StepResult
+        and entry.fingerprint == step_fingerprint(need.fn)  # type: ignore[union-attr]
+    ):
+        return entry.value
     return _MISMATCH
 
 
-def _pending_matches(pending: PendingAsk | PendingPause, need: Need) -> bool:
-    if isinstance(pending, PendingPause):
-        return isinstance(need, Wait)
-    return isinstance(need, Ask) and need.fingerprints == pending.fingerprints
+def _describe_entry(entry: Entry) -> str:
+    if isinstance(entry, StepResult):
+        return f"a step ({describe_fingerprint(entry.fingerprint)})"
+    if not entry.answers:
+        return "pause()"
+    return ", ".join(
+        f"{key!r} ({describe_fingerprint(fp)})" for key, (fp, _) in entry.answers.items()
+    )
 
 
-def _describe_record(record: Record) -> str:
-    if isinstance(record, AskRecord):
-        return ", ".join(
-            f"{key!r} ({describe_fingerprint(fp)})" for key, (fp, _) in record.answers.items()
-        )
-    if isinstance(record, StepRecord):
-        return f"a step ({describe_fingerprint(record.fingerprint)})"
-    return "pause()"
-
-
-def _describe_pending(pending: PendingAsk | PendingPause) -> str:
-    if isinstance(pending, PendingPause):
+def _describe_pending(pending: Pending) -> str:
+    if not pending.fingerprints:
         return "pause()"
     return ", ".join(
         f"{key!r} ({describe_fingerprint(fp)})" for key, fp in pending.fingerprints.items()
@@ -251,32 +594,60 @@ def _describe_pending(pending: PendingAsk | PendingPause) -> str:
 def _describe_need(need: Need) -> tuple[str, Any]:
     """A sentence and a structured value for what the handler does now."""
     if isinstance(need, Ask):
+        if not need.requests:
+            return "it pauses", {"pause": None}
         wire = {key: request.to_wire() for key, request in need.requests.items()}
         return f"it asks {wire}", wire
-    if isinstance(need, RunStep):
-        return f"it runs step {need.name}", {"step": need.name}
-    if isinstance(need, Wait):
-        return "it pauses", {"pause": None}
+    if isinstance(need, Step | Poll):
+        name = qualified_name(need.fn)
+        what = "step" if isinstance(need, Step) else "poll"
+        return f"it runs {what} {name}", {what: name}
     return "it finished", None
 
 
-def _check_arguments(arguments: Mapping[str, Any]) -> Mapping[str, Any]:
-    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
-        raise TypeError(f"arguments must be a dict with str keys, got {arguments!r}")
-    return arguments
+def _explained(request: Request, problem: str | None) -> Request:
+    """*request* as it is asked again: an elicitation says what was wrong with the answer."""
+    if problem is None or not isinstance(request, ElicitRequest):
+        return request
+    return attrs.evolve(
+        request, message=f"{request.message}\n\n(The previous answer was not accepted: {problem}.)"
+    )
 
 
-def _check_responses(responses: object) -> Mapping[str, Any] | None:
-    if responses is None:
-        return None
-    if not isinstance(responses, Mapping) or not all(isinstance(k, str) for k in responses):
-        raise InvalidInputResponse(
-            f"inputResponses must be an object mapping keys to answers, got {responses!r}"
-        )
-    return responses
+def collect_answers(
+    requests: Mapping[str, Request],
+    kept: Mapping[str, Answer],
+    responses: Mapping[str, Any],
+) -> tuple[dict[str, Answer], dict[str, Request], dict[str, str]]:
+    """Check *responses* (key → client JSON or answer) against *requests*, on top of the
+    answers already *kept*.
 
-
-def _check_bind(bind: object) -> bytes:
-    if not isinstance(bind, bytes | bytearray):
-        raise TypeError(f"bind must be bytes, got {type(bind).__name__}")
-    return bytes(bind)
+    Returns ``(answers, again, problems)``: the valid answers (kept plus new); the requests
+    still unanswered or answered with content that fails the requested schema, to ask again;
+    and for the latter, what was wrong. Keys nobody asked for are ignored. A response not shaped
+    like an answer to its request raises
+    [InvalidInputResponse][mrtr_trio.InvalidInputResponse] naming the key.
+    """
+    answers = dict(kept)
+    again: dict[str, Request] = {}
+    problems: dict[str, str] = {}
+    for key, request in requests.items():
+        if key in answers:
+            continue
+        if key not in responses:
+            again[key] = request
+            continue
+        try:
+            answer = parse_answer(request, responses[key])
+        except InvalidInputResponse as error:
+            raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
+        problem = record_problem(answer.to_wire())  # both eras: what a token could not hold
+        if problem is not None:
+            raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
+        wrong = content_problems_for(request, answer)
+        if wrong:
+            again[key] = request
+            problems[key] = "does not fit the requested schema: " + "; ".join(wrong)
+        else:
+            answers[key] = answer
+    return answers, again, problems

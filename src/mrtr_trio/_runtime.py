@@ -1,4 +1,4 @@
-"""The :class:`Runtime`: the keyring and the knobs, and the two ways to run a flow."""
+"""The [Runtime][mrtr_trio.Runtime]: the keyring and the knobs, and the ways to run a flow."""
 
 from __future__ import annotations
 
@@ -10,107 +10,130 @@ from typing import Any, Literal
 import attrs
 
 from ._context import Host
-from ._drive import Settings
+from ._flow import Handler, is_generator_handler
+from ._journal import Pending, PendingPoll, qualified_name
 from ._live import AskFunction, run_live
-from ._replay import Complete, InputRequired, advance
-from ._state import Keyring, StateCodec
+from ._modern import Complete, InputRequired, advance
+from ._token import Keyring, StateCodec, binding_digest, check_keys, warn_ephemeral
+from ._values import Request
 
-__all__ = ["Runtime"]
+__all__ = ["Runtime", "StateInfo"]
 
 
+def _keys(keys: Sequence[bytes] | None) -> tuple[bytes, ...]:
+    # Called from Runtime.__init__: the warning points at the line that made the Runtime.
+    return warn_ephemeral(stacklevel=3) if keys is None else check_keys(keys)
+
+
+def _float(value: Any) -> Any:
+    # Numbers become floats; anything else is left for the validator to name.
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+def _seconds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+    if attribute.name == "ttl" and math.isinf(value):
+        raise ValueError("ttl must be finite")
+
+
+def _at_least(minimum: int) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{attribute.name} must be an int >= {minimum}, got {value!r}")
+
+    return check
+
+
+def _pacing(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ValueError(f"state_only_pacing must be >= 0 seconds, got {value!r}")
+
+
+def _replay_mode(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value not in ("strict", "reask"):
+        raise ValueError(f'replay must be "strict" or "reask", got {value!r}')
+
+
+def _callable(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if not callable(value):
+        raise TypeError("clock must be a callable returning seconds since the epoch")
+
+
+@attrs.frozen
+class StateInfo:
+    """What a verified ``requestState`` holds (from [Runtime.inspect][mrtr_trio.Runtime.inspect]).
+
+    - ``rounds``: round trips so far; ``issued_at`` / ``expires_at``: seconds since the epoch;
+    - ``entries``: journal entries (answered asks, pauses, steps and polls) a retry replays;
+    - ``pending_keys``: the keys the client is to answer (empty at a pause or a poll);
+    - ``answered_keys``: keys of the pending ask already validly answered (a batch in part);
+    - ``pending_requests``: return style only: the pending requests themselves, which travel
+      in the token (yield style replays them instead: ``None``);
+    - ``polling``: the flow waits in a ``poll``.
+    """
+
+    rounds: int
+    issued_at: int
+    expires_at: int
+    entries: int
+    pending_keys: tuple[str, ...]
+    answered_keys: tuple[str, ...]
+    pending_requests: Mapping[str, Request] | None
+    polling: bool
+
+
+@attrs.frozen(eq=False)
 class Runtime:
-    """Runs handlers: one modern round at a time (:meth:`advance`) or a whole legacy flow live
-    (:meth:`run_live`).
+    """Runs handlers: one modern round at a time ([advance][mrtr_trio.Runtime.advance]) or a
+    whole legacy flow live ([run_live][mrtr_trio.Runtime.run_live]).
 
     - *keys*: ``requestState`` signing keys, each at least 32 bytes; the first signs, all
       verify (rotation). ``None``: one random key per process, with a warning.
     - *ttl*: seconds a token stays valid after it was minted.
     - *max_rounds*: round trips to the client before the flow fails with
-      :class:`~mrtr_trio.RoundLimitExceeded`.
+      [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded].
     - *round_timeout*: seconds a live round may wait for its answers.
     - *legacy_shim*: run return-style handlers on legacy sessions by re-entering them.
     - *state_only_pacing*: seconds the legacy shim waits before re-entering after a state-only
       round (return style only).
     - *max_state_bytes*: the largest token minted or accepted.
     - *replay*: on a divergent replay, ``"strict"`` raises
-      :class:`~mrtr_trio.NondeterminismError`; ``"reask"`` logs and asks again.
+      [NondeterminismError][mrtr_trio.NondeterminismError]; ``"reask"`` logs and asks again.
     - *clock*: the wall clock tokens are stamped and checked with (for tests).
+
+    A runtime is immutable and shared by concurrent flows; ``attrs.evolve(runtime, ...)`` makes
+    one with some knobs changed and the same keys.
     """
 
-    def __init__(
-        self,
-        keys: Sequence[bytes] | None = None,
-        *,
-        ttl: float = 600.0,
-        max_rounds: int = 8,
-        round_timeout: float = 600.0,
-        legacy_shim: bool = True,
-        state_only_pacing: float = 0.25,
-        max_state_bytes: int = 65536,
-        replay: Literal["strict", "reask"] = "reask",
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        _positive("ttl", ttl)
-        _positive("round_timeout", round_timeout)
-        if not isinstance(max_rounds, int) or isinstance(max_rounds, bool) or max_rounds < 1:
-            raise ValueError(f"max_rounds must be an int >= 1, got {max_rounds!r}")
-        if not isinstance(state_only_pacing, int | float) or not state_only_pacing >= 0:
-            raise ValueError(f"state_only_pacing must be >= 0 seconds, got {state_only_pacing!r}")
-        if not isinstance(max_state_bytes, int) or max_state_bytes < 64:
-            raise ValueError(f"max_state_bytes must be an int >= 64, got {max_state_bytes!r}")
-        if replay not in ("strict", "reask"):
-            raise ValueError(f'replay must be "strict" or "reask", got {replay!r}')
-        if not callable(clock):
-            raise TypeError("clock must be a callable returning seconds since the epoch")
-        self._settings = Settings(
-            max_rounds=max_rounds,
-            round_timeout=float(round_timeout),
-            legacy_shim=bool(legacy_shim),
-            state_only_pacing=float(state_only_pacing),
-            replay=replay,
-        )
-        self._codec = StateCodec(
-            Keyring(keys), ttl=float(ttl), max_state_bytes=max_state_bytes, clock=clock
-        )
-
-    def _derive(self, *, check_expiry: bool = True, **changes: Any) -> Runtime:
-        """A new runtime with the same keys and these settings changed (for
-        :mod:`mrtr_trio.testing`: fresh-process checks and offline replays)."""
-        derived = object.__new__(Runtime)
-        derived._settings = attrs.evolve(self._settings, **changes)
-        codec = self._codec
-        derived._codec = StateCodec(
-            codec.keyring,
-            ttl=codec.ttl,
-            max_state_bytes=codec.max_state_bytes,
-            clock=codec.clock,
-            check_expiry=check_expiry,
-        )
-        return derived
-
-    def __repr__(self) -> str:
-        s = self._settings
-        return (
-            f"Runtime(<{len(self._codec.keyring.key_ids)} key(s)>, ttl={self.ttl}, "
-            f"max_rounds={s.max_rounds}, round_timeout={s.round_timeout}, "
-            f"legacy_shim={s.legacy_shim}, state_only_pacing={s.state_only_pacing}, "
-            f"max_state_bytes={self.max_state_bytes}, replay={s.replay!r})"
-        )
-
-    # The knobs, read-only: a Runtime is shared by concurrent flows.
-    ttl = property(lambda self: self._codec.ttl, doc="Token lifetime in seconds.")
-    max_rounds = property(lambda self: self._settings.max_rounds, doc="Round-trip cap.")
-    round_timeout = property(lambda self: self._settings.round_timeout, doc="Live round timeout.")
-    legacy_shim = property(lambda self: self._settings.legacy_shim, doc="Legacy shim enabled.")
-    state_only_pacing = property(
-        lambda self: self._settings.state_only_pacing, doc="Shim pause before state-only re-entry."
+    keys: tuple[bytes, ...] = attrs.field(
+        default=None, converter=_keys, repr=lambda keys: f"<{len(keys)} key(s)>"
     )
-    max_state_bytes = property(lambda self: self._codec.max_state_bytes, doc="Token size cap.")
-    replay = property(lambda self: self._settings.replay, doc='"strict" or "reask".')
+    ttl: float = attrs.field(default=600.0, kw_only=True, converter=_float, validator=_seconds)
+    max_rounds: int = attrs.field(default=8, kw_only=True, validator=_at_least(1))
+    round_timeout: float = attrs.field(
+        default=600.0, kw_only=True, converter=_float, validator=_seconds
+    )
+    legacy_shim: bool = attrs.field(default=True, kw_only=True, converter=bool)
+    state_only_pacing: float = attrs.field(
+        default=0.25, kw_only=True, converter=_float, validator=_pacing
+    )
+    max_state_bytes: int = attrs.field(default=65536, kw_only=True, validator=_at_least(64))
+    replay: Literal["strict", "reask"] = attrs.field(
+        default="reask", kw_only=True, validator=_replay_mode
+    )
+    clock: Callable[[], float] = attrs.field(
+        default=time.time, kw_only=True, validator=_callable, repr=False
+    )
+    _codec: StateCodec = attrs.field(init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        codec = StateCodec(Keyring(self.keys), float(self.ttl), self.max_state_bytes, self.clock)
+        object.__setattr__(self, "_codec", codec)
 
     async def advance(
         self,
-        handler: Callable[..., Any],
+        handler: Handler,
         arguments: Mapping[str, Any],
         *,
         input_responses: Mapping[str, Any] | None = None,
@@ -119,7 +142,8 @@ class Runtime:
         bind: bytes = b"",
         host: Host | None = None,
     ) -> Complete | InputRequired:
-        """One modern round: :class:`Complete` or :class:`InputRequired`.
+        """One modern round: [Complete][mrtr_trio.Complete] or
+        [InputRequired][mrtr_trio.InputRequired].
 
         *input_responses* is what the client sent (key → JSON answer, or answer objects);
         *request_state* the token it echoed (``None`` only when it sent none: any string,
@@ -128,15 +152,17 @@ class Runtime:
         principal and audience); *host* lends the handler's context progress, logging and the
         host's request object.
 
-        Raises :class:`~mrtr_trio.InvalidRequestState` before any handler code runs when the
-        token fails verification, :class:`~mrtr_trio.InvalidInputResponse` for a malformed
-        answer, :class:`~mrtr_trio.MissingCapability`,
-        :class:`~mrtr_trio.RoundLimitExceeded`, :class:`~mrtr_trio.NondeterminismError`
-        (strict replay), or whatever the handler raises. The handler is always closed.
+        Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] before any handler code
+        runs when the token fails verification,
+        [InvalidInputResponse][mrtr_trio.InvalidInputResponse] for a malformed answer,
+        [MissingCapability][mrtr_trio.MissingCapability],
+        [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded],
+        [NondeterminismError][mrtr_trio.NondeterminismError] (strict replay), or whatever the
+        handler raises. The handler is always closed.
         """
         return await advance(
-            self._settings,
             self._codec,
+            self,
             handler,
             arguments,
             input_responses=input_responses,
@@ -148,7 +174,7 @@ class Runtime:
 
     async def run_live(
         self,
-        handler: Callable[..., Any],
+        handler: Handler,
         arguments: Mapping[str, Any],
         ask: AskFunction | None,
         *,
@@ -160,18 +186,47 @@ class Runtime:
         ``await ask(key, request)`` performs one server-to-client request and returns the
         client's answer (JSON or an answer object); its exceptions end the flow. ``ask=None``
         means the session has no back channel: asking raises
-        :class:`~mrtr_trio.BackChannelUnavailable`, while steps and pauses still work. Raises
-        as :meth:`advance` does, plus :class:`~mrtr_trio.RoundTimeout`.
+        [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable], while steps, polls and
+        pauses still work. Raises as [advance][mrtr_trio.Runtime.advance] does, plus
+        [RoundTimeout][mrtr_trio.RoundTimeout].
         """
         if ask is not None and not callable(ask):
             raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
-        return await run_live(
-            self._settings, handler, arguments, ask, client_capabilities, host=host
+        return await run_live(self, handler, arguments, ask, client_capabilities, host=host)
+
+    def inspect(
+        self,
+        handler: Handler,
+        arguments: Mapping[str, Any],
+        request_state: str,
+        *,
+        bind: bytes = b"",
+        check_expiry: bool = True,
+    ) -> StateInfo:
+        """Verify *request_state* as [advance][mrtr_trio.Runtime.advance] would for this call,
+        and say what it holds, without running the handler. *check_expiry=False* reads an
+        expired token (to debug it, or to replay recorded tokens offline).
+
+        Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] when it does not verify.
+        """
+        is_generator_handler(handler)
+        binding = binding_digest(qualified_name(handler), arguments, bytes(bind))
+        cursor = self._codec.open(request_state, binding, check_expiry=check_expiry)
+        pending = cursor.pending
+        keys: tuple[str, ...] = ()
+        answered: tuple[str, ...] = ()
+        requests = None
+        if isinstance(pending, Pending):
+            keys = tuple(k for k in pending.fingerprints if k not in pending.answered)
+            answered = tuple(pending.answered)
+            requests = pending.requests
+        return StateInfo(
+            rounds=cursor.rounds,
+            issued_at=cursor.issued_at,
+            expires_at=cursor.issued_at + cursor.lifetime,
+            entries=len(cursor.journal),
+            pending_keys=keys,
+            answered_keys=answered,
+            pending_requests=requests,
+            polling=isinstance(pending, PendingPoll),
         )
-
-
-def _positive(name: str, value: object) -> None:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    if math.isinf(value) and name == "ttl":
-        raise ValueError("ttl must be finite")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["check_schema", "content_problems"]
+__all__ = ["check_schema", "content_problems", "is_int", "is_number"]
 
 _PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean", "array"})
 _STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
@@ -84,10 +84,10 @@ def _check_property(name: str, prop: object) -> None:
             f"{where}: format {prop['format']!r} is not one of {sorted(_STRING_FORMATS)}"
         )
     for bound in ("minLength", "maxLength", "minItems", "maxItems"):
-        if bound in prop and not (_is_int(prop[bound]) and prop[bound] >= 0):
+        if bound in prop and not (is_int(prop[bound]) and prop[bound] >= 0):
             raise ValueError(f"{where}: {bound} must be a non-negative integer")
     for bound in ("minimum", "maximum"):
-        if bound in prop and not _is_number(prop[bound]):
+        if bound in prop and not is_number(prop[bound]):
             raise ValueError(f"{where}: {bound} must be a number")
 
 
@@ -136,7 +136,7 @@ def _value_problem(prop: Mapping[str, Any], value: Any) -> str | None:
             return f"must be one of {sorted(allowed)}"
         return None
     if kind in ("number", "integer"):
-        if not _is_number(value) or (kind == "integer" and not _is_integral(value)):
+        if not is_number(value) or (kind == "integer" and not _is_integral(value)):
             return f"must be {'an integer' if kind == 'integer' else 'a number'}, got {value!r}"
         if "minimum" in prop and value < prop["minimum"]:
             return f"must be at least {prop['minimum']}"
@@ -183,11 +183,14 @@ def _has_format(fmt: str, value: str) -> bool:
     return True
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """A JSON integer: an ``int`` that is not a ``bool``."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: object) -> bool:
+def is_number(value: object) -> bool:
+    """A JSON number: a finite ``int`` or ``float`` that is not a ``bool`` (JSON has no NaN or
+    infinity)."""
     return (
         isinstance(value, int | float)
         and not isinstance(value, bool)

@@ -13,30 +13,41 @@ This module also knows which client capability each request needs (:func:`missin
 
 from __future__ import annotations
 
+import functools
+import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar, Literal, TypeAlias, cast
+from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 
 import attrs
+import blake3
 
 from ._errors import InvalidInputResponse
-from ._schema import check_schema, content_problems
+from ._schema import check_schema, content_problems, is_int, is_number
 
 __all__ = [
     "ALL_CAPABILITIES",
+    "ACTIONS",
+    "ANSWER_TYPES",
     "Answer",
     "CreateMessageRequest",
     "CreateMessageResult",
     "ElicitRequest",
     "ElicitResult",
     "ListRootsRequest",
+    "KIND_CODES",
+    "KIND_NAMES",
+    "LEGACY_VERSIONS",
     "ListRootsResult",
+    "REQUEST_TYPES",
     "Request",
     "Root",
+    "canonical_wire",
     "content_problems_for",
     "create_message",
     "elicit",
     "elicit_url",
+    "fingerprint_of",
     "list_roots",
     "missing_capabilities",
     "parse_answer",
@@ -54,10 +65,45 @@ ALL_CAPABILITIES: Mapping[str, Any] = {
     "roots": {"listChanged": True},
 }
 
-_ACTIONS = ("accept", "decline", "cancel")
+#: The actions a user may answer an elicitation with, in wire order.
+ACTIONS: tuple[Literal["accept", "decline", "cancel"], ...] = ("accept", "decline", "cancel")
 _ROLES = ("user", "assistant")
 _INCLUDE_CONTEXT = ("none", "thisServer", "allServers")
-_LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+#: The 2025-era protocol versions (sessions opened with ``initialize``).
+LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+
+
+# ------------------------------------------------------------------------------ identity
+#
+# A request's fingerprint is one byte naming its kind, then a short digest of its canonical wire
+# form: enough for a replay to notice that the handler now asks something else, and to say what
+# kind of thing the journal recorded. Requests compute it once and keep it.
+
+#: The first byte of a fingerprint, by request method (and ``"step"``).
+KIND_CODES = {ELICIT: 0, SAMPLING: 1, ROOTS: 2, "step": 3}
+KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
+FINGERPRINT_BYTES = 4
+_KDF_FINGERPRINT = "mrtr_trio 2026-11-30 request fingerprint"
+
+# Sorted keys: the same request fingerprints the same whatever order its dicts were built in.
+_CANONICAL_JSON = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, check_circular=False
+)
+
+
+def canonical_wire(request: Request) -> str:
+    """*request*'s wire form as canonical JSON (sorted keys): equal texts, equal requests."""
+    return _CANONICAL_JSON.encode(request.to_wire())
+
+
+def fingerprint_of(kind: str, data: bytes) -> bytes:
+    """A fingerprint: the *kind*'s code, then a short digest of *data*."""
+    digest = blake3.blake3(data, derive_key_context=_KDF_FINGERPRINT).digest(FINGERPRINT_BYTES - 1)
+    return bytes((KIND_CODES[kind],)) + digest
+
+
+def _request_fingerprint(request: Request) -> bytes:
+    return fingerprint_of(request.method, canonical_wire(request).encode())
 
 
 # ---------------------------------------------------------------------------------- requests
@@ -68,6 +114,9 @@ class ElicitRequest:
     """Ask the user: form mode (``schema`` set) or URL mode (``url`` set)."""
 
     method: ClassVar[str] = ELICIT
+
+    #: A short digest of the wire form (computed once): what a journal entry answers.
+    fingerprint = functools.cached_property(_request_fingerprint)
 
     message: str
     schema: Mapping[str, Any] | None = None
@@ -123,6 +172,9 @@ class CreateMessageRequest:
 
     method: ClassVar[str] = SAMPLING
 
+    #: A short digest of the wire form (computed once): what a journal entry answers.
+    fingerprint = functools.cached_property(_request_fingerprint)
+
     messages: tuple[Mapping[str, Any], ...]
     max_tokens: int
     system_prompt: str | None = None
@@ -137,11 +189,11 @@ class CreateMessageRequest:
             raise ValueError("create_message needs at least one message")
         for index, message in enumerate(self.messages):
             _check_sampling_message(message, f"messages[{index}]")
-        if not _is_int(self.max_tokens) or self.max_tokens <= 0:
+        if not is_int(self.max_tokens) or self.max_tokens <= 0:
             raise ValueError(f"max_tokens must be a positive int, got {self.max_tokens!r}")
         if self.system_prompt is not None and not isinstance(self.system_prompt, str):
             raise TypeError("system_prompt must be a str")
-        if self.temperature is not None and not _is_number(self.temperature):
+        if self.temperature is not None and not is_number(self.temperature):
             raise TypeError(f"temperature must be a number, got {self.temperature!r}")
         if self.stop_sequences is not None and not all(
             isinstance(s, str) for s in self.stop_sequences
@@ -180,6 +232,9 @@ class ListRootsRequest:
 
     method: ClassVar[str] = ROOTS
 
+    #: A short digest of the wire form (computed once): what a journal entry answers.
+    fingerprint = functools.cached_property(_request_fingerprint)
+
     def to_wire(self) -> dict[str, Any]:
         """The embedded request ``{"method": "roots/list", "params": {}}``."""
         return {"method": ROOTS, "params": {}}
@@ -191,7 +246,8 @@ class ListRootsRequest:
 
 
 Request: TypeAlias = ElicitRequest | CreateMessageRequest | ListRootsRequest
-_REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
+#: The request classes, for ``isinstance`` checks.
+REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
 
 
 def elicit(message: str, schema: Mapping[str, Any]) -> ElicitRequest:
@@ -199,13 +255,29 @@ def elicit(message: str, schema: Mapping[str, Any]) -> ElicitRequest:
     (``{"type": "object", "properties": {...}, "required": [...]}``)."""
     if schema is None:
         raise TypeError("elicit() needs a schema; use elicit_url() for URL mode")
-    return ElicitRequest(message, schema=schema)
+    # Replays rebuild the same requests every round: hand back the one already validated and
+    # fingerprinted when the schema is the same object with the same content.
+    key = (message, id(schema)) if type(message) is str else None
+    if key is not None:
+        known = _FORMS.get(key)
+        if known is not None and known[0] is schema and known[1].schema == schema:
+            return known[1]
+    request = ElicitRequest(message, schema=_copy_json(schema))
+    if key is not None:
+        _remember(_FORMS, key, (schema, request))
+    return request
 
 
 def elicit_url(message: str, url: str) -> ElicitRequest:
     """A URL-mode elicitation: ask the user to open *url* (for anything sensitive)."""
     if url is None:
         raise TypeError("elicit_url() needs a url")
+    key = (message, url)
+    if type(message) is str and type(url) is str:
+        known = _URLS.get(key)
+        if known is None:
+            known = _remember(_URLS, key, ElicitRequest(message, url=url))
+        return known
     return ElicitRequest(message, url=url)
 
 
@@ -222,6 +294,40 @@ def create_message(
 ) -> CreateMessageRequest:
     """A sampling request. *messages* is a string (one user text message) or a list of
     ``{"role": "user" | "assistant", "content": block | [blocks]}`` dicts."""
+    key: tuple[Any, ...] | None = None
+    if type(messages) is str and model_preferences is None and metadata is None:
+        stops = tuple(stop_sequences) if isinstance(stop_sequences, list) else stop_sequences
+        key = (messages, max_tokens, system_prompt, temperature, stops, include_context)
+        try:
+            known = _SAMPLINGS.get(key)
+        except TypeError:  # an unhashable option: let the checks below name it
+            key, known = None, None
+        if known is not None:
+            return known
+    request = _create_message(
+        messages,
+        max_tokens=max_tokens,
+        system_prompt=system_prompt,
+        temperature=temperature,
+        stop_sequences=stop_sequences,
+        model_preferences=model_preferences,
+        include_context=include_context,
+        metadata=metadata,
+    )
+    return request if key is None else _remember(_SAMPLINGS, key, request)
+
+
+def _create_message(
+    messages: str | Sequence[Mapping[str, Any]],
+    *,
+    max_tokens: int,
+    system_prompt: str | None,
+    temperature: float | None,
+    stop_sequences: Sequence[str] | None,
+    model_preferences: Mapping[str, Any] | None,
+    include_context: Literal["none", "thisServer", "allServers"] | None,
+    metadata: Mapping[str, Any] | None,
+) -> CreateMessageRequest:
     if isinstance(messages, str):
         message_tuple: tuple[Mapping[str, Any], ...] = (
             {"role": "user", "content": {"type": "text", "text": messages}},
@@ -252,6 +358,32 @@ _LIST_ROOTS = ListRootsRequest()
 def list_roots() -> ListRootsRequest:
     """A roots request."""
     return _LIST_ROOTS
+
+
+# The constructors' memory of requests already built (bounded: cleared when full). A hit costs
+# a lookup instead of a schema check and a fingerprint, which matters because every modern round
+# replays the handler and so rebuilds every request it asked before.
+_INTERN_LIMIT = 1024
+_FORMS: dict[tuple[str, int], tuple[Mapping[str, Any], ElicitRequest]] = {}
+_URLS: dict[tuple[str, str], ElicitRequest] = {}
+_SAMPLINGS: dict[tuple[Any, ...], CreateMessageRequest] = {}
+_V = TypeVar("_V")
+
+
+def _remember(cache: dict[Any, Any], key: Any, value: _V) -> _V:
+    if len(cache) >= _INTERN_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def _copy_json(value: Any) -> Any:
+    """A deep copy of JSON-like *value* (dicts and lists copied, leaves shared)."""
+    if isinstance(value, Mapping):
+        return {key: _copy_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_copy_json(item) for item in value]
+    return value
 
 
 def request_from_wire(wire: object) -> Request:
@@ -300,8 +432,8 @@ class ElicitResult:
     content: Mapping[str, Any] | None = None
 
     def __attrs_post_init__(self) -> None:
-        if self.action not in _ACTIONS:
-            raise ValueError(f"action must be one of {_ACTIONS}, got {self.action!r}")
+        if self.action not in ACTIONS:
+            raise ValueError(f"action must be one of {ACTIONS}, got {self.action!r}")
         if self.content is not None and not isinstance(self.content, Mapping):
             raise TypeError(f"content must be a dict, got {type(self.content).__name__}")
 
@@ -396,7 +528,8 @@ class ListRootsResult:
 
 
 Answer: TypeAlias = ElicitResult | CreateMessageResult | ListRootsResult
-_ANSWER_TYPES = (ElicitResult, CreateMessageResult, ListRootsResult)
+#: The answer classes, for ``isinstance`` checks.
+ANSWER_TYPES = (ElicitResult, CreateMessageResult, ListRootsResult)
 
 
 def parse_answer(request: Request, json: object) -> Answer:
@@ -406,9 +539,9 @@ def parse_answer(request: Request, json: object) -> Answer:
     that kind of request. Unknown extra keys are ignored. The requested schema is *not* checked
     here (see :func:`content_problems_for`): the runtime asks again instead of failing.
     """
-    if not isinstance(request, _REQUEST_TYPES):
+    if not isinstance(request, REQUEST_TYPES):
         raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
-    if isinstance(json, _ANSWER_TYPES):
+    if isinstance(json, ANSWER_TYPES):
         json = json.to_wire()
     if not isinstance(json, Mapping):
         raise InvalidInputResponse(
@@ -423,7 +556,7 @@ def parse_answer(request: Request, json: object) -> Answer:
 
 def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResult:
     action = json.get("action")
-    if action not in _ACTIONS:
+    if action not in ACTIONS:
         raise InvalidInputResponse(
             f"an elicitation answer needs action accept, decline or cancel, got {_describe(action)}"
         )
@@ -534,9 +667,9 @@ def _required_capability(request: Request) -> dict[str, dict[str, Any]]:
 
 
 def _check_legacy_version(protocol_version: str) -> None:
-    if protocol_version not in _LEGACY_VERSIONS:
+    if protocol_version not in LEGACY_VERSIONS:
         raise ValueError(
-            f"{protocol_version!r} is not a legacy MCP version (one of {_LEGACY_VERSIONS})"
+            f"{protocol_version!r} is not a legacy MCP version (one of {LEGACY_VERSIONS})"
         )
 
 
@@ -558,17 +691,9 @@ def _check_blocks(content: object, where: str) -> None:
 
 
 def _is_content_value(value: object) -> bool:
-    if isinstance(value, str | bool) or _is_number(value):
+    if isinstance(value, str | bool) or is_number(value):
         return True
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _describe(value: object) -> str:

@@ -22,7 +22,7 @@ from .._errors import (
     MissingCapability,
     MrtrError,
 )
-from .._replay import Complete
+from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
 from ._registry import ArgumentsError, Entry, Kind, make_entry

@@ -29,7 +29,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._errors import InvalidInputResponse, InvalidRequestState
-from .._replay import Complete, InputRequired
+from .._modern import Complete, InputRequired
 from .._runtime import Runtime
 from .._values import Request
 from ._registry import Entry

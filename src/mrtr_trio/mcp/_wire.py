@@ -18,7 +18,7 @@ import pydantic
 from mcp.shared.exceptions import MCPError
 
 from .._errors import MrtrError
-from .._replay import InputRequired
+from .._modern import InputRequired
 from .._values import ElicitRequest, Request
 
 __all__ = [

@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from .._state import canonical_wire
-from .._values import Request
+from .._values import Request, canonical_wire
 
 __all__ = ["AnswerScript", "Restartable", "restart_answer"]
 

@@ -16,8 +16,9 @@ import attrs
 import trio
 
 from .._errors import NondeterminismError
-from .._flow import Step, handler_name, is_generator_handler
-from .._replay import InputRequired
+from .._flow import Step, is_generator_handler
+from .._journal import qualified_name
+from .._modern import InputRequired
 from .._runtime import Runtime
 from .._values import Request
 from ._answers import restart_answer
@@ -82,8 +83,8 @@ async def assert_eras_agree(
     with a ``restart()`` method (an :class:`AnswerScript`) is restarted before each run.
     """
     runtime = runtime or fresh_runtime()
-    strict = runtime if runtime.replay == "strict" else runtime._derive(replay="strict")
-    name = handler_name(handler)
+    strict = runtime if runtime.replay == "strict" else attrs.evolve(runtime, replay="strict")
+    name = qualified_name(handler)
     steps: list[Any] = []
     modern_handler, live_handler = handler, handler
     if same_steps and is_generator_handler(handler):
@@ -110,18 +111,23 @@ async def assert_eras_agree(
         )
     )
 
-    # Live: the driver asks a round's requests concurrently, one task each, all started in
-    # the round's own nursery; that nursery tells the rounds apart.
+    # Live: the driver asks a round's requests concurrently and the next round only after the
+    # last answer. Every ask of a batch enters before any of them gets past its first
+    # checkpoint, so an ask that enters while none is in flight starts a new round.
     live_rounds: list[dict[str, Any]] = []
-    current_round: list[object] = [None]
+    in_flight = 0
 
     async def ask(key: str, request: Request) -> Any:
-        nursery = trio.lowlevel.current_task().parent_nursery
-        if nursery is not current_round[0]:
-            current_round[0] = nursery
+        nonlocal in_flight
+        if not in_flight:
             live_rounds.append({})
         live_rounds[-1][key] = request.to_wire()
-        return await answer_as_json(answer, key, request)
+        in_flight += 1
+        try:
+            await trio.lowlevel.checkpoint()
+            return await answer_as_json(answer, key, request)
+        finally:
+            in_flight -= 1
 
     restart_answer(answer)
     live = await _capture(

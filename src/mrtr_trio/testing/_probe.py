@@ -17,15 +17,13 @@ from typing import Any
 import attrs
 
 from .._context import Context
-from .._flow import Done, Pause, Step, handler_name, is_generator_handler
-from .._replay import Complete
+from .._flow import Done, Pause, Poll, Step, is_generator_handler
+from .._journal import qualified_name
+from .._modern import Complete
 from .._runtime import Runtime
-from .._state import PendingAsk, binding_digest
-from .._values import CreateMessageRequest, ElicitRequest, ListRootsRequest, Request
+from .._values import REQUEST_TYPES, Request
 
 __all__ = ["Probe", "describe_yield", "map_yields", "probe", "wire_of"]
-
-_REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
 
 
 @attrs.frozen
@@ -66,7 +64,7 @@ def map_yields(
         finally:
             await inner.aclose()
 
-    mapped.__qualname__ = handler_name(handler)
+    mapped.__qualname__ = qualified_name(handler)
     return mapped
 
 
@@ -94,11 +92,9 @@ async def probe(
     handlers are not replayed: their token is verified and its stored requests read.
     """
     if not is_generator_handler(handler):
-        binding = binding_digest(handler_name(handler), arguments, bind)
-        pending = runtime._codec.open(request_state, binding).pending
-        if isinstance(pending, PendingAsk) and pending.requests is not None:
-            missing = {k: r for k, r in pending.requests.items() if k not in pending.answered}
-            return Probe(missing)
+        info = runtime.inspect(handler, arguments, request_state, bind=bind)
+        if info.pending_requests and info.pending_keys:
+            return Probe({k: info.pending_requests[k] for k in info.pending_keys})
         return Probe({}, at_pause=True, then="calls the handler again")
     try:
         outcome = await runtime.advance(
@@ -124,13 +120,14 @@ def wire_of(requests: Mapping[str, Request]) -> dict[str, Any]:
 
 def describe_yield(yielded: Any) -> str:
     """A short account of what a handler yielded."""
-    if isinstance(yielded, _REQUEST_TYPES):
+    if isinstance(yielded, REQUEST_TYPES):
         return f"asks {yielded.to_wire()}"
     if isinstance(yielded, Mapping):
         return f"asks {{{', '.join(f'{k!r}: {_wire(v)}' for k, v in yielded.items())}}}"
     if isinstance(yielded, Step):
-        name = getattr(yielded.fn, "__qualname__", None) or type(yielded.fn).__qualname__
-        return f"runs step {name}"
+        return f"runs step {qualified_name(yielded.fn)}"
+    if isinstance(yielded, Poll):
+        return f"polls {qualified_name(yielded.fn)}"
     if isinstance(yielded, Pause):
         return "pauses"
     if isinstance(yielded, Done):
@@ -139,4 +136,4 @@ def describe_yield(yielded: Any) -> str:
 
 
 def _wire(value: Any) -> Any:
-    return value.to_wire() if isinstance(value, _REQUEST_TYPES) else value
+    return value.to_wire() if isinstance(value, REQUEST_TYPES) else value

@@ -146,10 +146,10 @@ async def replay_recorded(
         raise TypeError("replay_recorded() needs the server's keys=[...] or its runtime=...")
     is_generator_handler(handler)  # a TypeError for what is not a handler, before any token
     base = runtime if runtime is not None else Runtime(keys)
-    offline = base._derive(check_expiry=False, replay="strict", max_rounds=_NO_ROUND_LIMIT)
+    strict = attrs.evolve(base, replay="strict", max_rounds=_NO_ROUND_LIMIT)
     reports = []
     for index, record in enumerate(recorded):
-        reports.append(await _replay_one(offline, handler, index, record))
+        reports.append(await _replay_one(strict, handler, index, record))
     return reports
 
 
@@ -157,8 +157,14 @@ async def _replay_one(
     runtime: Runtime, handler: Callable[..., Any], index: int, record: RecordedState
 ) -> ReplayReport:
     try:
+        # Expiry aside (a token saved last week still replays): read the token's issue time
+        # and replay it on a clock stopped there.
+        info = runtime.inspect(
+            handler, record.arguments, record.request_state, bind=record.bind, check_expiry=False
+        )
+        offline = attrs.evolve(runtime, clock=lambda: float(info.issued_at))
         found = await probe(
-            runtime, handler, record.arguments, record.request_state, bind=record.bind
+            offline, handler, record.arguments, record.request_state, bind=record.bind
         )
     except InvalidRequestState as error:
         return ReplayReport(index, record, "invalid", error.reason)

@@ -16,8 +16,10 @@ import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias
 
+import attrs
+
 from .._errors import InvalidRequestState, NondeterminismError, RoundLimitExceeded
-from .._replay import Complete, InputRequired
+from .._modern import Complete, InputRequired
 from .._runtime import Runtime
 from .._values import CreateMessageResult, ElicitResult, ListRootsResult, Request
 from ._answers import restart_answer
@@ -159,7 +161,7 @@ async def check_replay(
     if outcome.request_state is None:
         raise ReplayCheckError(round, expected, None, "The round carried no requestState.")
     # One more round than the original: the probe is a retry, which counts as one.
-    fresh = runtime._derive(max_rounds=runtime.max_rounds + 1, replay="strict")
+    fresh = attrs.evolve(runtime, max_rounds=runtime.max_rounds + 1, replay="strict")
     try:
         found = await probe(
             fresh,

@@ -29,7 +29,6 @@ from hypothesis import strategies as st
 from .._context import Context
 from .._flow import done, pause, step
 from .._schema import check_schema, content_problems
-from .._state import canonical_wire
 from .._values import (
     Answer,
     CreateMessageRequest,
@@ -40,6 +39,7 @@ from .._values import (
     ListRootsResult,
     Request,
     Root,
+    canonical_wire,
     create_message,
     elicit,
     elicit_url,

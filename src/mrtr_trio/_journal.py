@@ -1,0 +1,209 @@
+"""What a modern flow remembers between rounds: its journal, its pending point, and which values
+can be remembered at all.
+
+A **journal** has one entry per yield the client has already seen through: an `Answered`
+entry holds the answers to an ask (none for a ``pause()``), a `StepResult` the value of a
+``step`` or ``poll``. Each entry carries the short fingerprint of the request or step it
+answers, so a replay can tell that the handler now does something else. The **pending** point is
+the yield the client is answering this round (`Pending`, or `PendingPoll` for a ``poll``
+waiting on the outside world). A `Cursor` holds both, with the round count and the
+return-style payload: everything a retry needs to continue a flow in a fresh process.
+
+Values a journal holds must survive CBOR: `recordable` gives a value as it will read back, so
+both eras feed handlers exactly the same thing.
+
+This module knows nothing of tokens, keys or trio; ``_token`` encodes a cursor, ``_replay``
+decides what to do with one.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Mapping
+from typing import Any, TypeAlias
+
+import attrs
+import cbor2
+
+from ._errors import MrtrError
+from ._values import KIND_NAMES, Answer, Request, fingerprint_of
+
+__all__ = [
+    "MAX_DEPTH",
+    "Answered",
+    "Cursor",
+    "Entry",
+    "PAUSED",
+    "Pending",
+    "PendingPoll",
+    "StepResult",
+    "describe_fingerprint",
+    "qualified_name",
+    "record_problem",
+    "recordable",
+    "step_fingerprint",
+    "strict_loads",
+]
+
+
+def qualified_name(fn: Callable[..., Any]) -> str:
+    """The identity of a handler or step function: its ``__qualname__`` (not its module, so a
+    file run as a script and the same file imported agree); a ``functools.partial`` is named
+    after the function it wraps."""
+    target = getattr(fn, "func", fn)
+    return getattr(target, "__qualname__", None) or type(fn).__qualname__
+
+
+_STEP_FINGERPRINTS: dict[Callable[..., Any], bytes] = {}
+
+
+def step_fingerprint(fn: Callable[..., Any]) -> bytes:
+    """A short digest naming a ``step`` (or ``poll``) function: its qualified name, not its
+    arguments, which may legitimately vary."""
+    try:
+        return _STEP_FINGERPRINTS[fn]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable
+        pass
+    value = fingerprint_of("step", qualified_name(fn).encode())
+    try:
+        if len(_STEP_FINGERPRINTS) >= 1024:
+            _STEP_FINGERPRINTS.clear()
+        _STEP_FINGERPRINTS[fn] = value
+    except TypeError:
+        pass
+    return value
+
+
+def describe_fingerprint(value: bytes) -> str:
+    """``"elicitation/create 0a1b2c3d"``: the kind and the hex of a fingerprint."""
+    return f"{KIND_NAMES.get(value[0], '?')} {value.hex()}"
+
+
+# ------------------------------------------------------------------------------ entries
+
+
+@attrs.frozen
+class Answered:
+    """An ask the client answered: key → (fingerprint of the request, answer). No keys: a
+    ``pause()`` the client already gave its turn for."""
+
+    answers: Mapping[str, tuple[bytes, Answer]]
+
+
+@attrs.frozen
+class StepResult:
+    """A ``step`` that ran, or a ``poll`` that ended: its fingerprint and its (CBOR-normalised)
+    value."""
+
+    fingerprint: bytes
+    value: Any
+
+
+Entry: TypeAlias = Answered | StepResult
+
+#: The journal entry of a pause.
+PAUSED = Answered({})
+
+
+@attrs.frozen
+class Pending:
+    """The ask the client is answering this round (no keys: a ``pause()``).
+
+    ``fingerprints`` maps each key to the fingerprint of its request; ``answered`` holds the
+    valid answers already received for some keys (a batch answered in part). ``requests`` is set
+    for return-style handlers only: they are not replayed, so the requests travel along to check
+    the answers against.
+    """
+
+    fingerprints: Mapping[str, bytes]
+    answered: Mapping[str, Answer] = attrs.field(factory=dict)
+    requests: Mapping[str, Request] | None = None
+
+
+@attrs.frozen
+class PendingPoll:
+    """A ``poll`` whose condition was not met yet: its fingerprint and the time (seconds since
+    the epoch) after which waiting fails; ``None`` waits as long as the client retries."""
+
+    fingerprint: bytes
+    deadline: int | None
+
+
+@attrs.frozen
+class Cursor:
+    """Where a modern flow stands (see the module docstring). ``issued_at`` and ``lifetime``
+    are set when the cursor is sealed into a token."""
+
+    journal: tuple[Entry, ...] = ()
+    pending: Pending | PendingPoll | None = None
+    rounds: int = 0
+    payload: Any = None
+    issued_at: int = 0
+    lifetime: int = 0
+
+
+# ------------------------------------------------------------------------------ recordable
+
+# The tags cbor2 decodes itself (tag_hook never sees them); each is overridden to fail, but
+# for bignums (2, 3): JSON integers have no size limit, and they decode to plain ints.
+_BUILTIN_TAGS = (
+    *(0, 1, 4, 5, 25, 28, 29, 30, 35, 36, 37, 52, 54),
+    *(100, 256, 258, 260, 261, 1004, 43000, 55799),
+)
+#: Nesting the token decoder allows; recorded values get less, for the cursor around them.
+MAX_DEPTH = 32
+_VALUE_DEPTH = MAX_DEPTH - 8
+
+
+def _reject_tag(*_: Any) -> Any:
+    raise ValueError("CBOR tags are not allowed")
+
+
+_NO_TAGS = dict.fromkeys(_BUILTIN_TAGS, _reject_tag)
+
+
+def strict_loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
+    """Decode CBOR with tight limits: no tags (so nothing but plain JSON-like values and bytes),
+    no indefinite lengths, no duplicate keys, small depth, and no trailing bytes."""
+    stream = io.BytesIO(data)
+    decoder = cbor2.CBORDecoder(
+        stream,
+        tag_hook=_reject_tag,
+        semantic_decoders=_NO_TAGS,
+        max_depth=max_depth,
+        allow_indefinite=False,
+        allow_duplicate_keys=False,
+        strict_hashable_types=True,
+    )
+    value = decoder.decode()
+    if stream.tell() != len(data):
+        raise ValueError(f"{len(data) - stream.tell()} trailing bytes")
+    return value
+
+
+_UNRECORDABLE = (cbor2.CBORError, TypeError, ValueError, RecursionError)
+
+
+def recordable(value: Any, what: str) -> Any:
+    """*value* as it will read back from a token: encoded to CBOR and decoded again (tuples
+    become lists). Both eras feed handlers this normalised value, so they see the same thing.
+
+    Raises [MrtrError][mrtr_trio.MrtrError] naming *what* when the value cannot be recorded.
+    """
+    try:
+        return strict_loads(cbor2.dumps(value), _VALUE_DEPTH)
+    except _UNRECORDABLE as problem:
+        raise MrtrError(
+            f"cannot record the {type(value).__name__} from {what} in requestState "
+            f"({problem}); use None, bool, int, float, str, bytes, lists and dicts"
+        ) from None
+
+
+def record_problem(value: Any) -> str | None:
+    """Why *value* could not be recorded in a token and read back (too deep, a type with no
+    plain CBOR form, a string that is not valid Unicode), or ``None`` when it can."""
+    try:
+        strict_loads(cbor2.dumps(value), _VALUE_DEPTH)
+    except _UNRECORDABLE as problem:
+        return str(problem)
+    return None

@@ -1,0 +1,103 @@
+"""The modern driver: one round of a flow on a 2026-07-28 request.
+
+[advance][mrtr_trio._modern.advance] verifies the ``requestState`` before any handler code runs,
+then [drive][mrtr_trio._drive.drive]s the flow with a [Replay][mrtr_trio._replay.Replay] machine
+made from the token's cursor and this call's ``inputResponses``, with no one to wait for: the
+round ends when the flow finishes ([Complete][mrtr_trio.Complete]) or when the client must take a
+turn ([InputRequired][mrtr_trio.InputRequired], with a fresh token for the machine's checkpoint).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from ._context import Context, Host
+from ._drive import drive
+from ._errors import InvalidInputResponse
+from ._flow import Handler, is_generator_handler, open_flow
+from ._journal import Cursor, qualified_name
+from ._replay import Finish, Replay, Rules
+from ._token import StateCodec, binding_digest
+from ._values import Request
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+__all__ = ["Complete", "InputRequired", "advance"]
+
+
+@attrs.frozen
+class Complete:
+    """A modern round's outcome: the flow finished with ``value``."""
+
+    value: Any
+
+
+@attrs.frozen
+class InputRequired:
+    """A modern round's outcome: the client must answer ``input_requests`` (``{key: request}``,
+    empty for a state-only round) and retry with the ``request_state`` to echo."""
+
+    input_requests: Mapping[str, Request]
+    request_state: str | None
+
+
+_EMPTY = Cursor()
+
+
+async def advance(
+    codec: StateCodec,
+    runtime: Runtime,
+    handler: Handler,
+    arguments: Mapping[str, Any],
+    *,
+    input_responses: Mapping[str, Any] | None,
+    request_state: str | None,
+    client_capabilities: Mapping[str, Any] | None,
+    bind: bytes,
+    host: Host | None = None,
+) -> Complete | InputRequired:
+    """Run one modern round of *handler* (see the module docstring): *codec* opens and seals
+    tokens, *runtime* gives the knobs."""
+    replayable = is_generator_handler(handler)
+    name = qualified_name(handler)
+    _check_arguments(arguments)
+    _check_responses(input_responses)
+    binding = binding_digest(name, arguments, _check_bind(bind))
+    cursor = _EMPTY if request_state is None else codec.open(request_state, binding)
+    rules = Rules(
+        runtime.max_rounds,
+        strict=runtime.replay == "strict",
+        client_capabilities=client_capabilities,
+        record=replayable,
+    )
+    machine = Replay(name, rules, cursor, input_responses, replayable=replayable)
+    ctx = Context("modern", client_capabilities, machine=machine, host=host)
+    flow = open_flow(handler, ctx, arguments, cursor.pending, cursor.payload)
+    action = await drive(flow, machine, None, codec.clock)
+    if isinstance(action, Finish):
+        return Complete(action.value)
+    return InputRequired(action.requests, codec.seal(machine.checkpoint(), binding))
+
+
+def _check_arguments(arguments: object) -> None:
+    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+        raise TypeError(f"arguments must be a dict with str keys, got {arguments!r}")
+
+
+def _check_responses(responses: object) -> None:
+    if responses is not None and (
+        not isinstance(responses, Mapping) or not all(isinstance(k, str) for k in responses)
+    ):
+        raise InvalidInputResponse(
+            f"inputResponses must be an object mapping keys to answers, got {responses!r}"
+        )
+
+
+def _check_bind(bind: object) -> bytes:
+    if not isinstance(bind, bytes | bytearray):
+        raise TypeError(f"bind must be bytes, got {type(bind).__name__}")
+    return bytes(bind)

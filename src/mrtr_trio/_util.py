@@ -1,0 +1,38 @@
+"""Small helpers the package's ``__init__`` modules use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["fixup_module_metadata"]
+
+
+def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
+    """Make every public class and function in *namespace* (a package's ``globals()``, filtered
+    by its ``__all__``) report *module_name* as its module, as trio does: a traceback, a repr,
+    the docs and pickle then say ``mrtr_trio.Complete``, not ``mrtr_trio._modern.Complete``.
+
+    Only objects defined inside the package are touched, and only once (the first public name
+    an object is exported under wins).
+    """
+    package = module_name.split(".")[0]
+    seen: set[int] = set()
+
+    def fix(obj: Any) -> None:
+        if id(obj) in seen:
+            return
+        seen.add(id(obj))
+        module = getattr(obj, "__module__", None)
+        if not isinstance(module, str) or not module.startswith(package + "."):
+            return
+        if module.split(".")[-1].startswith("_"):
+            obj.__module__ = module_name
+        if isinstance(obj, type):
+            for attr in list(vars(obj).values()):
+                if callable(attr) and getattr(attr, "__module__", None) == module:
+                    attr.__module__ = module_name
+
+    for name in namespace.get("__all__", ()):
+        obj = namespace[name]
+        if isinstance(obj, type) or callable(obj):
+            fix(obj)
