@@ -303,25 +303,50 @@ for _ in range(40):
     DEEP = [DEEP]
 
 
+def body(
+    *, journal: Any = (), pending: Any = None, payload: Any = None, counters=(0, NOW, 600)
+) -> bytes:
+    """A cursor body in token format 2: the journal is a byte string holding a CBOR array."""
+    raw = journal if isinstance(journal, bytes) else cbor2.dumps(list(journal))
+    return cbor2.dumps([*counters, raw, pending, payload])
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        (cbor2.dumps([0, NOW, 600, [], None, None]) + b"\x00", "trailing"),
-        (b"\x9f\x00\x1a" + NOW.to_bytes(4, "big") + b"\x19\x02\x58\x80\xf6\xf6\xff", "indefinite"),
-        (cbor2.dumps([0, NOW, 600, [], {"k": [b"\0" * 4, None], "k2": 1}, None])[:-1], ""),
+        (body() + b"\x00", "trailing"),
+        (body(journal=cbor2.dumps([]) + b"\x00"), "trailing"),
+        (
+            b"\x9f\x00\x1a" + NOW.to_bytes(4, "big") + b"\x19\x02\x58\x41\x80\xf6\xf6\xff",
+            "indefinite",
+        ),
+        (body(journal=b"\x9f\xff"), "indefinite"),
+        (body(pending={"k": [b"\0" * 4, None], "k2": 1})[:-1], ""),
         (
             b"\x86\x00\x1a"
             + NOW.to_bytes(4, "big")
-            + b"\x19\x02\x58\x80\xa2\x61k\xf6\x61k\xf6\xf6",
+            + b"\x19\x02\x58\x41\x80\xa2\x61k\xf6\x61k\xf6\xf6",
             "duplicate",
         ),
-        (cbor2.dumps([0, NOW, 600, [], None, cbor2.CBORTag(1, 0)]), "tag"),
-        (cbor2.dumps([0, NOW, 600, [], None, cbor2.CBORTag(35, "a+")]), "tag"),
-        (cbor2.dumps([0, NOW, 600, [], None, cbor2.CBORTag(9999, 1)]), "tag"),
-        (cbor2.dumps([0, NOW, 600, [], None, DEEP]), "depth"),
+        (body(payload=cbor2.CBORTag(1, 0)), "tag"),
+        (body(payload=cbor2.CBORTag(35, "a+")), "tag"),
+        (body(payload=cbor2.CBORTag(9999, 1)), "tag"),
+        (body(journal=[cbor2.CBORTag(9999, 1)]), "tag"),
+        (body(payload=DEEP), "depth"),
+        (body(journal=[DEEP]), "depth"),
         (cbor2.dumps({"not": "a cursor"}), ""),
-        (cbor2.dumps([0, NOW, 600, [[b"\0", 1]], None, None]), "fingerprint"),
-        (cbor2.dumps([-1, NOW, 600, [], None, None]), "counters"),
+        (body(journal=[[b"\0", 1]]), "fingerprint"),
+        (body(journal=b""), "journal"),
+        (body(journal=cbor2.dumps({"a": 1})), "journal"),
+        (body(counters=(-1, NOW, 600)), "counters"),
+        (body(counters=(0, 2**70, 600)), "counters"),
+        (body(pending=[b"\3" * 4, 2**70]), "deadline"),
+        (body(pending=[b"\0" * 4, "later"]), "deadline"),
+        (body(pending={"k": 5}), ""),
+        (body(pending="pause"), "pending"),
+        (body(journal=[[b"\0\0\0\0", 7]]), ""),
+        (body(journal=[{"k": [b"\0\0\0\0"]}]), ""),
+        (body(journal=[[b"\x03\0\0\0", 1, 2]]), ""),
     ],
 )
 async def test_signed_but_malformed_bodies_are_rejected(body: bytes, reason: str) -> None:
@@ -340,7 +365,7 @@ async def test_a_signed_wellformed_body_is_accepted() -> None:
         two_asks,
         {"user": "u"},
         input_responses={"input-0": {"action": "accept", "content": {"name": "Bo"}}},
-        request_state=sign(cbor2.dumps([0, NOW, 600, [], None, None]), {"user": "u"}),
+        request_state=sign(body(), {"user": "u"}),
     )
     assert isinstance(out, InputRequired)
 

@@ -215,16 +215,31 @@ PAUSE = Ask({})
 Need: TypeAlias = Ask | Step | Poll | Done
 
 
+_STYLES: dict[Handler, bool] = {}
+
+
 def is_generator_handler(handler: Handler) -> bool:
     """True for yield style, False for return style; ``TypeError`` for anything else."""
+    try:
+        return _STYLES[handler]
+    except (KeyError, TypeError):  # TypeError: an unhashable callable
+        pass
     if inspect.isasyncgenfunction(handler):
-        return True
-    if inspect.iscoroutinefunction(handler):
-        return False
-    raise TypeError(
-        f"a handler must be an `async def` function (yield style: an async generator; return "
-        f"style: a coroutine function), got {handler!r}"
-    )
+        style = True
+    elif inspect.iscoroutinefunction(handler):
+        style = False
+    else:
+        raise TypeError(
+            f"a handler must be an `async def` function (yield style: an async generator; return "
+            f"style: a coroutine function), got {handler!r}"
+        )
+    try:
+        if len(_STYLES) >= 1024:
+            _STYLES.clear()
+        _STYLES[handler] = style
+    except TypeError:
+        pass
+    return style
 
 
 class Flow:

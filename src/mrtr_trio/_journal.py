@@ -30,6 +30,7 @@ from ._values import KIND_NAMES, Answer, Request, fingerprint_of
 
 __all__ = [
     "MAX_DEPTH",
+    "NOTHING_SEALED",
     "Answered",
     "Cursor",
     "Entry",
@@ -84,10 +85,11 @@ def describe_fingerprint(value: bytes) -> str:
 
 @attrs.frozen
 class Answered:
-    """An ask the client answered: key → (fingerprint of the request, answer). No keys: a
-    ``pause()`` the client already gave its turn for."""
+    """An ask the client answered: by key, the fingerprint of each request and its answer. No
+    keys: a ``pause()`` the client already gave its turn for."""
 
-    answers: Mapping[str, tuple[bytes, Answer]]
+    fingerprints: Mapping[str, bytes]
+    answers: Mapping[str, Answer]
 
 
 @attrs.frozen
@@ -102,7 +104,7 @@ class StepResult:
 Entry: TypeAlias = Answered | StepResult
 
 #: The journal entry of a pause.
-PAUSED = Answered({})
+PAUSED = Answered({}, {})
 
 
 @attrs.frozen
@@ -129,10 +131,20 @@ class PendingPoll:
     deadline: int | None
 
 
+#: A cursor's ``sealed`` when no token holds any of its journal yet.
+NOTHING_SEALED = (0, 0, b"")
+
+
 @attrs.frozen
 class Cursor:
     """Where a modern flow stands (see the module docstring). ``issued_at`` and ``lifetime``
-    are set when the cursor is sealed into a token."""
+    are set when the cursor is sealed into a token.
+
+    ``sealed`` is how much of ``journal`` a token already holds in encoded form: the number of
+    leading entries, how many of them are single-request asks, and their encoding, which
+    sealing the next token reuses instead of encoding them again. It is the codec's business
+    only.
+    """
 
     journal: tuple[Entry, ...] = ()
     pending: Pending | PendingPoll | None = None
@@ -140,6 +152,7 @@ class Cursor:
     payload: Any = None
     issued_at: int = 0
     lifetime: int = 0
+    sealed: tuple[int, int, bytes] = attrs.field(default=NOTHING_SEALED, repr=False)
 
 
 # ------------------------------------------------------------------------------ recordable
@@ -203,7 +216,10 @@ def record_problem(value: Any) -> str | None:
     """Why *value* could not be recorded in a token and read back (too deep, a type with no
     plain CBOR form, a string that is not valid Unicode), or ``None`` when it can."""
     try:
-        strict_loads(cbor2.dumps(value), _VALUE_DEPTH)
+        encoded = cbor2.dumps(value)
+        # Every level of nesting takes at least a byte: a short value cannot be too deep.
+        if len(encoded) > _VALUE_DEPTH:
+            strict_loads(encoded, _VALUE_DEPTH)
     except _UNRECORDABLE as problem:
         return str(problem)
     return None

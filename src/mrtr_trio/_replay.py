@@ -55,6 +55,8 @@ from ._errors import (
 )
 from ._flow import Ask, Need, Poll, Step
 from ._journal import (
+    NOTHING_SEALED,
+    PAUSED,
     Answered,
     Cursor,
     Entry,
@@ -247,6 +249,7 @@ class Replay:
         "_replayable",
         "_responses",
         "_running",
+        "_sealed",
         "name",
         "phase",
         "rounds",
@@ -266,6 +269,7 @@ class Replay:
         self.rules = rules
         self.rounds = cursor.rounds
         self._journal = cursor.journal if replayable else ()
+        self._sealed = cursor.sealed
         self._pending = cursor.pending
         self._payload = cursor.payload
         self._responses = responses
@@ -376,21 +380,24 @@ class Replay:
                 dict(self._kept),
                 None if self._replayable else ask.requests,
             )
-        return Cursor(tuple(self._recorded), pending, self.rounds, self._payload)
+        journal = self._journal[: self._position] + tuple(self._recorded)
+        # The token this call came with holds the journal it replayed, encoded: reuse that,
+        # unless the flow diverged from it.
+        sealed = self._sealed if self._position == len(self._journal) else NOTHING_SEALED
+        return Cursor(journal, pending, self.rounds, self._payload, sealed=sealed)
 
     # ------------------------------------------------------------------------ the phases
 
     def _replay(self, need: Need) -> Action:
-        entry = self._journal[self._position]
+        journal = self._journal
+        entry = journal[self._position]
         value = _recorded_value(entry, need)
         if value is _MISMATCH:
             return self._diverge(_describe_entry(entry), need)
         self._position += 1
-        if self.rules.record:
-            self._recorded.append(entry)
-        if self._position < len(self._journal):
-            self._go("need matches the next entry")
-        elif self._pending is not None:
+        if self._position < len(journal):  # "need matches the next entry": phase unchanged
+            return Feed(value)
+        if self._pending is not None:
             self._go("journal spent, a point is pending")
         else:
             self._go("journal spent, nothing pending")
@@ -421,7 +428,7 @@ class Replay:
             ask: Ask = need  # type: ignore[assignment]
             if not ask.requests:
                 if self.rules.free_pauses and self._replayable:
-                    self._journal_entry(Answered({}), "pause with no turn to give")
+                    self._journal_entry(PAUSED, "pause with no turn to give")
                     return Feed({})
                 self._payload = ask.payload
                 return self._suspend(ask, {}, {}, {})
@@ -454,12 +461,9 @@ class Replay:
             self._payload = ask.payload
             return self._suspend(ask, again, answers, problems)
         self._asking, self._kept = None, {}
-        if self._replayable:
-            prints = ask.fingerprints
-            entry = Answered({key: (prints[key], answers[key]) for key in ask.requests})
-            self._journal_entry(entry, event)
-        else:
-            self._go(event)
+        if self._replayable and self.rules.record:
+            self._recorded.append(Answered(ask.fingerprints, dict(answers)))
+        self._go(event)
         return Feed(answers)
 
     def _suspend(
@@ -558,12 +562,8 @@ def _recorded_value(entry: Entry, need: Need) -> Any:
     """What the journal gives back for *need*, or ``_MISMATCH``."""
     kind = type(need)
     if kind is Ask and type(entry) is Answered:
-        answers = entry.answers
-        requests: Mapping[str, Request] = need.requests  # type: ignore[union-attr]
-        if answers.keys() == requests.keys() and all(
-            answers[key][0] == request.fingerprint for key, request in requests.items()
-        ):
-            return {key: answer for key, (_, answer) in answers.items()}
+        if need.fingerprints == entry.fingerprints:  # type: ignore[union-attr]
+            return dict(entry.answers)  # a copy: a batch's dict goes to the handler
     elif (
         (kind is Step or kind is Poll)
         and type(entry) is StepResult
@@ -576,10 +576,10 @@ def _recorded_value(entry: Entry, need: Need) -> Any:
 def _describe_entry(entry: Entry) -> str:
     if isinstance(entry, StepResult):
         return f"a step ({describe_fingerprint(entry.fingerprint)})"
-    if not entry.answers:
+    if not entry.fingerprints:
         return "pause()"
     return ", ".join(
-        f"{key!r} ({describe_fingerprint(fp)})" for key, (fp, _) in entry.answers.items()
+        f"{key!r} ({describe_fingerprint(fp)})" for key, fp in entry.fingerprints.items()
     )
 
 

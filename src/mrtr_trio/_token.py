@@ -52,12 +52,15 @@ from ._journal import (
 from ._values import (
     ACTIONS,
     FINGERPRINT_BYTES,
+    KIND_CODES,
     Answer,
     CreateMessageResult,
     ElicitResult,
     ListRootsResult,
+    Request,
     Root,
     request_from_wire,
+    trusted_answer,
 )
 
 __all__ = [
@@ -118,54 +121,119 @@ def _bind_fallback(encoder: cbor2.CBOREncoder, value: Any) -> None:
 # ----------------------------------------------------------------------------- CBOR layout
 #
 # body    = [rounds, issued_at, lifetime, journal, pending, payload]
-# journal = [entry...]; entry = {key: [fp, answer]} (answered; {} for a pause) | [fp, value] (step)
+# journal = bstr holding the CBOR array of the entries: kept as bytes, so that sealing the next
+#           token appends the new entries to it instead of encoding the old ones again
+# entry   = [fp, *answer]             an ask of one request (its key "input-N" implied: N counts
+#                                     the entries of this form before it); fp[0] names the kind
+#         | [fp, value]               a step or poll (fp[0] == 3)
+#         | {key: [fp, *answer]}      a batch;  {} a pause
 # pending = null | {key: [fp, answer|null]} | {key: [fp, answer|null, request]} (return style)
 #         | [fp, deadline|null] (poll)
-# answer  = [0, action] | [0, action, content]                       (elicitation)
-#         | [1, role, content, model] | [1, role, content, model, stop_reason]   (sampling)
-#         | [2, [[uri] | [uri, name], ...]]                          (roots)
+# answer  = action | action, content                      (elicitation; action: 0 accept,
+#                                                          1 decline, 2 cancel)
+#         | role, content, model | role, content, model, stop_reason          (sampling)
+#         | [[uri] | [uri, name], ...]                     (roots)
+# (in a pending entry the answer fields are wrapped in one array)
 
 _ACTION_CODES = {action: code for code, action in enumerate(ACTIONS)}
+_STEP_KIND = KIND_CODES["step"]
 
 
-def _answer_to_cbor(answer: Answer) -> list[Any]:
-    if isinstance(answer, ElicitResult):
-        head = [0, _ACTION_CODES[answer.action]]
-        return head if answer.content is None else [*head, dict(answer.content)]
-    if isinstance(answer, CreateMessageResult):
+def _answer_fields(answer: Answer) -> list[Any]:
+    if type(answer) is ElicitResult:
+        code = _ACTION_CODES[answer.action]
+        return [code] if answer.content is None else [code, dict(answer.content)]
+    if type(answer) is CreateMessageResult:
         content = answer.content
         blocks = [dict(b) for b in content] if isinstance(content, tuple) else dict(content)
         tail = [] if answer.stop_reason is None else [answer.stop_reason]
-        return [1, answer.role, blocks, answer.model, *tail]
-    return [2, [[r.uri] if r.name is None else [r.uri, r.name] for r in answer.roots]]
+        return [answer.role, blocks, answer.model, *tail]
+    assert type(answer) is ListRootsResult
+    return [[[r.uri] if r.name is None else [r.uri, r.name] for r in answer.roots]]
 
 
-def _answer_from_cbor(data: Any) -> Answer:
-    kind = data[0]
+def _answer_from_fields(kind: int, fields: list[Any]) -> Answer:
     if kind == 0:
-        return ElicitResult(ACTIONS[data[1]], data[2] if len(data) == 3 else None)
+        content = fields[1] if len(fields) == 2 else None
+        if content is not None and type(content) is not dict:
+            raise ValueError("bad elicitation content")
+        return trusted_answer(ElicitResult, ACTIONS[fields[0]], content)
     if kind == 1:
-        content = data[2]
+        role, content = fields[0], fields[1]
         blocks = tuple(content) if isinstance(content, list) else content
-        return CreateMessageResult(data[1], blocks, data[3], data[4] if len(data) == 5 else None)
+        return trusted_answer(CreateMessageResult, role, blocks, *fields[2:4])
     if kind == 2:
-        return ListRootsResult(Root(*root) for root in data[1])
+        (roots,) = fields
+        return trusted_answer(ListRootsResult, tuple(Root(*root) for root in roots))
     raise ValueError(f"unknown answer kind {kind!r}")
 
 
-def _entry_to_cbor(entry: Entry) -> Any:
-    if isinstance(entry, Answered):
-        return {key: [fp, _answer_to_cbor(a)] for key, (fp, a) in entry.answers.items()}
-    return [entry.fingerprint, entry.value]
+def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
+    """The entry's CBOR value, and the count of single-ask entries after it."""
+    if type(entry) is StepResult:
+        return [entry.fingerprint, entry.value], singles
+    keys = list(entry.fingerprints)
+    if keys == [f"input-{singles}"]:
+        (key,) = keys
+        return [entry.fingerprints[key], *_answer_fields(entry.answers[key])], singles + 1
+    return {
+        key: [fp, *_answer_fields(entry.answers[key])] for key, fp in entry.fingerprints.items()
+    }, singles
 
 
-def _entry_from_cbor(data: Any) -> Entry:
-    if isinstance(data, dict):
-        if not data:
-            return PAUSED
-        return Answered({key: (_fp(fp), _answer_from_cbor(a)) for key, (fp, a) in data.items()})
-    fp, value = data
-    return StepResult(_fp(fp), value)
+def _entries_from_cbor(data: Any) -> tuple[tuple[Entry, ...], int]:
+    """The entries, and how many of them are single-request asks."""
+    if type(data) is not list:
+        raise ValueError("the journal is not an array")
+    entries: list[Entry] = []
+    singles = 0
+    for item in data:
+        if type(item) is list:
+            fp = _fp(item[0])
+            if fp[0] == _STEP_KIND:
+                (value,) = item[1:]
+                entries.append(StepResult(fp, value))
+                continue
+            key = f"input-{singles}"
+            singles += 1
+            answer = _answer_from_fields(fp[0], item[1:])
+            entries.append(Answered({key: fp}, {key: answer}))
+        elif not item:
+            entries.append(PAUSED)
+        else:
+            prints, answers = {}, {}
+            for key, (fp, *fields) in item.items():
+                prints[key] = fp = _fp(fp)
+                answers[key] = _answer_from_fields(fp[0], fields)
+            entries.append(Answered(prints, answers))
+    return tuple(entries), singles
+
+
+def _encode_journal(cursor: Cursor) -> bytes:
+    """The journal's bstr content, reusing the encoding of the entries the cursor was read
+    with."""
+    done, singles, encoded = cursor.sealed
+    journal = cursor.journal
+    parts = [_array_header(len(journal)), encoded]
+    for entry in journal[done:]:
+        value, singles = _entry_to_cbor(entry, singles)
+        parts.append(cbor2.dumps(value))
+    return b"".join(parts)
+
+
+def _array_header(length: int) -> bytes:
+    """The CBOR head of an array of *length* items (the shortest form, as cbor2 writes it)."""
+    if length < 24:
+        return bytes((0x80 | length,))
+    for first, size in ((0x98, 1), (0x99, 2), (0x9A, 4), (0x9B, 8)):
+        if length < 1 << (8 * size):
+            return bytes((first,)) + length.to_bytes(size, "big")
+    raise ValueError("journal too long")  # pragma: no cover
+
+
+def _header_length(first: int) -> int:
+    """How many bytes the CBOR head of an array takes, from its first byte."""
+    return {0x98: 2, 0x99: 3, 0x9A: 5, 0x9B: 9}.get(first, 1)
 
 
 def _pending_to_cbor(pending: Pending | PendingPoll | None) -> Any:
@@ -176,7 +244,7 @@ def _pending_to_cbor(pending: Pending | PendingPoll | None) -> Any:
     entries: dict[str, list[Any]] = {}
     for key, fp in pending.fingerprints.items():
         answer = pending.answered.get(key)
-        entry: list[Any] = [fp, None if answer is None else _answer_to_cbor(answer)]
+        entry: list[Any] = [fp, None if answer is None else _answer_fields(answer)]
         if pending.requests is not None:
             entry.append(pending.requests[key].to_wire())
         entries[key] = entry
@@ -186,18 +254,25 @@ def _pending_to_cbor(pending: Pending | PendingPoll | None) -> Any:
 def _pending_from_cbor(data: Any) -> Pending | PendingPoll | None:
     if data is None:
         return None
-    if isinstance(data, list):
+    if type(data) is list:
         fp, deadline = data
         if deadline is not None and not _is_time(deadline):
             raise ValueError(f"bad poll deadline {deadline!r}")
         return PendingPoll(_fp(fp), deadline)
-    if not isinstance(data, dict):
+    if type(data) is not dict:
         raise ValueError(f"bad pending entry {data!r}")
-    fingerprints = {key: _fp(entry[0]) for key, entry in data.items()}
-    answered = {k: _answer_from_cbor(e[1]) for k, e in data.items() if e[1] is not None}
-    with_requests = {len(entry) for entry in data.values()} == {3}
-    requests = {k: request_from_wire(e[2]) for k, e in data.items()} if with_requests else None
-    return Pending(fingerprints, answered, requests)
+    fingerprints: dict[str, bytes] = {}
+    answered: dict[str, Answer] = {}
+    requests: dict[str, Request] | None = {}
+    for key, entry in data.items():
+        fingerprints[key] = fp = _fp(entry[0])
+        if entry[1] is not None:
+            answered[key] = _answer_from_fields(fp[0], entry[1])
+        if len(entry) == 3 and requests is not None:
+            requests[key] = request_from_wire(entry[2])
+        else:
+            requests = None
+    return Pending(fingerprints, answered, requests if data else None)
 
 
 def _fp(value: Any) -> bytes:
@@ -217,7 +292,7 @@ def encode_cursor(cursor: Cursor) -> bytes:
             cursor.rounds,
             cursor.issued_at,
             cursor.lifetime,
-            [_entry_to_cbor(e) for e in cursor.journal],
+            _encode_journal(cursor),
             _pending_to_cbor(cursor.pending),
             cursor.payload,
         ]
@@ -230,13 +305,12 @@ def decode_cursor(body: bytes) -> Cursor:
         rounds, issued_at, lifetime, journal, pending, payload = strict_loads(body)
         if not all(_is_time(n) for n in (rounds, issued_at, lifetime)):
             raise ValueError("bad counters")
+        if type(journal) is not bytes or not journal:
+            raise ValueError("bad journal")
+        entries, singles = _entries_from_cbor(strict_loads(journal))
+        sealed = (len(entries), singles, journal[_header_length(journal[0]) :])
         return Cursor(
-            tuple(_entry_from_cbor(e) for e in journal),
-            _pending_from_cbor(pending),
-            rounds,
-            payload,
-            issued_at,
-            lifetime,
+            entries, _pending_from_cbor(pending), rounds, payload, issued_at, lifetime, sealed
         )
     except ValueError:
         raise

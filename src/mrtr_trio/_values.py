@@ -368,6 +368,7 @@ _FORMS: dict[tuple[str, int], tuple[Mapping[str, Any], ElicitRequest]] = {}
 _URLS: dict[tuple[str, str], ElicitRequest] = {}
 _SAMPLINGS: dict[tuple[Any, ...], CreateMessageRequest] = {}
 _V = TypeVar("_V")
+_A = TypeVar("_A", "ElicitResult", "CreateMessageResult", "ListRootsResult")
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: _V) -> _V:
@@ -528,8 +529,23 @@ class ListRootsResult:
 
 
 Answer: TypeAlias = ElicitResult | CreateMessageResult | ListRootsResult
+
+
+def trusted_answer(cls: type[_A], *values: Any) -> _A:
+    """An answer built from *values* (its fields, in order) without checking them again: for
+    answers read back from a verified token, which were checked when they arrived."""
+    answer = object.__new__(cls)
+    fields = _ANSWER_FIELDS[cls]
+    for (name, _), value in zip(fields, values, strict=False):
+        object.__setattr__(answer, name, value)
+    for name, default in fields[len(values) :]:
+        object.__setattr__(answer, name, default)
+    return answer
+
+
 #: The answer classes, for ``isinstance`` checks.
 ANSWER_TYPES = (ElicitResult, CreateMessageResult, ListRootsResult)
+_ANSWER_FIELDS = {cls: [(f.name, f.default) for f in attrs.fields(cls)] for cls in ANSWER_TYPES}
 
 
 def parse_answer(request: Request, json: object) -> Answer:
