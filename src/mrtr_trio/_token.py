@@ -170,7 +170,7 @@ def _answer_from_fields(kind: int, fields: list[Any]) -> Answer:
 
 def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
     """The entry's CBOR value, and the count of single-ask entries after it."""
-    if type(entry) is StepResult:
+    if isinstance(entry, StepResult):
         return [entry.fingerprint, entry.value], singles
     keys = list(entry.fingerprints)
     if keys == [f"input-{singles}"]:
