@@ -102,7 +102,7 @@ async def test_error_handling(ctx: Context) -> str:
 async def test_tool_with_progress(ctx: Context) -> str:
     """Reports progress three times, then finishes."""
     for percent in (0, 50, 100):
-        await ctx.report_progress(percent, 100, f"Completed percent {percent} of 100")
+        await ctx.report_progress(percent, 100, f"Completed step {percent} of 100")
     return "Progress reported."
 
 

@@ -542,7 +542,10 @@ class Tasks:
         flow = self._by_handle.get(handle)
         if flow is None or flow.bind != bind:
             raise mcp_error(InvalidRequestState("unknown, used or foreign flow handle"))
-        flow.deliver(responses)  # a malformed answer raises here, and the handle stays valid
+        try:
+            flow.deliver(responses)  # a malformed answer raises here; the handle stays valid
+        except InvalidInputResponse as error:
+            raise mcp_error(error) from None
         del self._by_handle[handle]
         flow.handle = None
         return flow
