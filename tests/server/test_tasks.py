@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -435,3 +436,19 @@ async def test_expiry_cancels_a_running_task_and_removes_it(autojump_clock: trio
         assert (await store.get(task_id)).status == "completed"  # type: ignore[union-attr]
         await trio.sleep(30)
         assert await store.get(task_id) is None
+
+
+async def test_the_docs_example_runs_under_all_three_drivers() -> None:
+    page = (Path(__file__).parents[2] / "docs" / "tasks.md").read_text()
+    namespace: dict[str, Any] = {}
+    exec(page.split("```python\n")[1].split("```")[0], namespace)
+    app = namespace["app"]
+    tasks = TasksClient()
+    async with Client(app.server, mode="2026-07-28", extensions=[tasks], **CALLBACKS) as client:
+        result = await client.call_tool("deploy", {"service": "api"})
+        assert result.content[0].text == "Live"  # type: ignore[union-attr]
+    assert len(tasks.created) == 1  # it became a task at background()
+    for mode in ("legacy", "2026-07-28"):
+        async with Client(app.server, mode=mode, **CALLBACKS) as client:
+            result = await client.call_tool("deploy", {"service": "api"})
+            assert result.content[0].text == "Live"  # type: ignore[union-attr]
