@@ -18,7 +18,7 @@ import trio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mrtr_trio import Context, Runtime, done, elicit, list_roots, step
+from mrtr_trio import Context, Runtime, done, elicit, list_roots, poll, step
 from mrtr_trio.mcp import TASKS_EXTENSION, App, MemoryTaskStore, background
 
 from .clients import CALLBACKS
@@ -452,3 +452,32 @@ async def test_the_docs_example_runs_under_all_three_drivers() -> None:
         async with Client(app.server, mode=mode, **CALLBACKS) as client:
             result = await client.call_tool("deploy", {"service": "api"})
             assert result.content[0].text == "Live"  # type: ignore[union-attr]
+
+
+async def test_a_task_waits_on_poll_while_working(autojump_clock: trio.abc.Clock) -> None:
+    calls: list[float] = []
+    approved_at = 120.0
+
+    def approval() -> str | None:
+        calls.append(trio.current_time())
+        return "approved" if trio.current_time() >= approved_at else None
+
+    store = MemoryTaskStore(clock=trio.current_time)
+    app = App("polling", runtime=Runtime([b"k" * 32]), task_store=store)
+
+    @app.tool(task="required")
+    async def wait_for_approval(ctx: Context):
+        yield background()
+        verdict = yield poll(approval, every=30.0, timeout=600.0)
+        yield done(verdict)
+
+    async with Client(app.server, mode="2026-07-28", extensions=[TasksClient()]) as client:
+        created = await client.session.call_tool("wait_for_approval", {}, allow_claimed=True)
+        task_id = created.task_id  # type: ignore[union-attr]
+        await trio.sleep(60)
+        assert (await store.get(task_id)).status == "working"  # type: ignore[union-attr]
+        await trio.sleep(90)
+        task = await store.get(task_id)
+        assert task is not None and task.status == "completed"
+        assert task.result is not None and task.result["content"][0]["text"] == "approved"
+    assert len(calls) == 5  # at 0, 30, 60, 90 and 120 s: every `every` seconds, then read once
