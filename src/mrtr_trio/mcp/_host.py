@@ -41,6 +41,9 @@ __all__ = [
     "client_capabilities",
     "is_modern",
     "lift_input_responses",
+    "principal",
+    "raw_input_responses",
+    "request_bind",
     "run_flow",
 ]
 
@@ -142,10 +145,10 @@ async def run_flow(
     outcome = await runtime.advance(
         entry.fn,
         arguments,
-        input_responses=_input_responses(params),
+        input_responses=raw_input_responses(params),
         request_state=params.request_state,
         client_capabilities=capabilities,
-        bind=_bind(ctx.method, target, raw_arguments, audience),
+        bind=request_bind(ctx.method, target, raw_arguments, audience),
         host=host,
     )
     if isinstance(outcome, InputRequired):
@@ -153,10 +156,22 @@ async def run_flow(
     return outcome
 
 
-def _bind(method: str, target: str, raw_arguments: Mapping[str, Any], audience: str) -> bytes:
+def principal() -> tuple[str, ...]:
+    """The authenticated principal of the request being served (``(client_id, issuer,
+    subject)``), or ``()`` when unauthenticated."""
     token = get_access_token()
-    principal = principal_components(token) if token is not None else None
-    return bind_bytes(method, target, raw_arguments, audience, principal)
+    if token is None:
+        return ()
+    return tuple(part or "" for part in principal_components(token))
+
+
+def request_bind(
+    method: str, target: str, raw_arguments: Mapping[str, Any], audience: str
+) -> bytes:
+    """The ``bind`` bytes of the request being served (see :func:`bind_bytes`)."""
+    token = get_access_token()
+    components = principal_components(token) if token is not None else None
+    return bind_bytes(method, target, raw_arguments, audience, components)
 
 
 def bind_bytes(
@@ -176,7 +191,8 @@ def bind_bytes(
     )
 
 
-def _input_responses(params: Any) -> Any:
+def raw_input_responses(params: Any) -> Any:
+    """The request's ``inputResponses`` as the client sent them (JSON), or ``None``."""
     lifted = _RAW_INPUT_RESPONSES.get()
     if lifted is not None:
         return lifted

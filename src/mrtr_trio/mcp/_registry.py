@@ -4,12 +4,16 @@ arguments are described and checked.
 Each registered function becomes an :class:`Entry`. Its arguments model is a pydantic model of
 the function's parameters after the first (the context, whatever its name), read with
 ``inspect.signature(fn, eval_str=True)`` so string annotations work; it gives the tool's input
-schema and the prompt's argument list, and validates what clients send. Resource URIs may be
-templates (``test://items/{id}``) whose variables are the function's parameters.
+schema and the prompt's argument list, and validates what clients send. A tool may instead
+advertise a schema given verbatim (its arguments are still checked against the parameters), map
+parameters to ``Mcp-Param-*`` HTTP headers (``x-mcp-header``, SEP-2243), and carry a task
+policy. Resource URIs may be templates (``test://items/{id}``) whose variables are the
+function's parameters.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import re
 from collections.abc import Callable, Mapping
@@ -19,6 +23,7 @@ import attrs
 import pydantic
 
 from .._flow import is_generator_handler
+from ._sdk import X_MCP_HEADER_KEY, invalid_header_annotation
 
 __all__ = ["ArgumentsError", "Entry", "make_entry"]
 
@@ -42,6 +47,9 @@ class Entry:
     uri: str | None = None
     mime_type: str | None = None
     uri_pattern: re.Pattern[str] | None = None
+    task: str = "forbidden"
+    schema: Mapping[str, Any] | None = None
+    headers: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def is_template(self) -> bool:
@@ -49,10 +57,16 @@ class Entry:
         return self.uri_pattern is not None
 
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (a tool's ``inputSchema``)."""
-        schema = self.arguments_model.model_json_schema(by_alias=True)
-        schema.pop("title", None)
-        schema.setdefault("properties", {})
+        """The JSON schema of the arguments (a tool's ``inputSchema``): the one given verbatim,
+        or the parameters' own; with each header-mapped parameter annotated."""
+        if self.schema is not None:
+            schema = copy.deepcopy(dict(self.schema))
+        else:
+            schema = self.arguments_model.model_json_schema(by_alias=True)
+            schema.pop("title", None)
+        properties = schema.setdefault("properties", {})
+        for parameter, header in self.headers.items():
+            properties[parameter] = {**properties.get(parameter, {}), X_MCP_HEADER_KEY: header}
         return schema
 
     def parameters(self) -> list[tuple[str, str | None, bool]]:
@@ -96,6 +110,9 @@ def make_entry(
     description: str | None,
     uri: str | None = None,
     mime_type: str | None = None,
+    task: str = "forbidden",
+    input_schema: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
 ) -> Entry:
     """An :class:`Entry` for *fn*, or ``TypeError``/``ValueError`` saying why it cannot be one."""
     is_generator_handler(fn)  # raises TypeError for anything but an async def function
@@ -116,7 +133,37 @@ def make_entry(
             )
         if variables:
             pattern = _template_pattern(uri)
-    return Entry(kind, name, fn, description, model, uri, mime_type, pattern)
+    if input_schema is not None and (
+        not isinstance(input_schema, Mapping) or input_schema.get("type") != "object"
+    ):
+        raise TypeError(f"{name}: input_schema must be a JSON schema of type object")
+    entry = Entry(
+        kind,
+        name,
+        fn,
+        description,
+        model,
+        uri,
+        mime_type,
+        pattern,
+        task=task,
+        schema=None if input_schema is None else copy.deepcopy(dict(input_schema)),
+        headers=dict(headers or {}),
+    )
+    _check_headers(entry)
+    return entry
+
+
+def _check_headers(entry: Entry) -> None:
+    parameters = {field.alias for field in entry.arguments_model.model_fields.values()}
+    for parameter, header in entry.headers.items():
+        if parameter not in parameters:
+            raise TypeError(f"{entry.name}: headers= names {parameter!r}, not a parameter")
+        if not isinstance(header, str):
+            raise TypeError(f"{entry.name}: the header for {parameter!r} must be a str")
+    problem = invalid_header_annotation(entry.input_schema())
+    if problem is not None:
+        raise TypeError(f"{entry.name}: {problem}")
 
 
 def _arguments_model(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:

@@ -17,13 +17,15 @@ import mcp_types as types
 import pydantic
 from mcp.shared.exceptions import MCPError
 
-from .._errors import MrtrError
+from .._errors import InvalidInputResponse, InvalidRequestState, MissingCapability, MrtrError
 from .._modern import InputRequired
 from .._values import ElicitRequest, Request
 
 __all__ = [
     "ANSWER_TYPES",
+    "PROTOCOL_ERRORS",
     "answer_json",
+    "error_message",
     "error_result",
     "input_required_result",
     "mcp_error",
@@ -76,6 +78,17 @@ def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:
         input_requests={key: sdk_request(r) for key, r in outcome.input_requests.items()},
         request_state=outcome.request_state,
     )
+
+
+#: Errors that are protocol errors in every method and era (DESIGN §3): JSON-RPC errors, never
+#: ``isError`` results.
+PROTOCOL_ERRORS = (InvalidRequestState, InvalidInputResponse, MissingCapability)
+
+
+def error_message(error: BaseException) -> str:
+    """What the client is told about *error*: its message, or its type's name."""
+    text = str(error)
+    return text if text else type(error).__name__
 
 
 def mcp_error(error: MrtrError) -> MCPError:

@@ -1,0 +1,190 @@
+"""Where tasks live: the [TaskRecord][mrtr_trio.mcp.TaskRecord] a client polls, the
+[TaskStore][mrtr_trio.mcp.TaskStore] protocol, and the bounded, expiring
+[MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore].
+
+A record is what ``tasks/get`` returns, as data: status, timestamps, time to live, the
+outstanding input requests, and the inlined result or error. The process that runs a task's
+handler is its only writer; every write carries a higher ``revision``. A store shared by several
+processes (Redis, a database) lets any of them answer ``tasks/get``; ``tasks/update`` and
+``tasks/cancel`` must still reach the process that runs the handler (route on the ``Mcp-Name``
+header, which carries the task id).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
+
+import attrs
+
+__all__ = [
+    "MemoryTaskStore",
+    "TERMINAL_STATUSES",
+    "TaskRecord",
+    "TaskStatus",
+    "TaskStore",
+    "TaskStoreFull",
+]
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+#: Once a task reaches one of these, its record never changes again.
+TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class TaskStoreFull(Exception):
+    """The store holds its maximum number of live tasks; no new task can start."""
+
+
+@attrs.frozen
+class TaskRecord:
+    """One task as its clients see it (all times in seconds since the epoch).
+
+    - *owner*: the authenticated principal that created it (``()`` when unauthenticated);
+      only the same principal may read, answer or cancel it;
+    - *input_requests*: wire key → embedded request JSON (``{"method", "params"}``), the asks
+      still outstanding while the status is ``input_required``;
+    - *result*: the inlined ``CallToolResult`` JSON of a ``completed`` task;
+    - *error*: the JSON-RPC error (``{"code", "message"[, "data"]}``) of a ``failed`` task;
+    - *revision*: bumped on every write, so a shared store can keep the newest.
+    """
+
+    task_id: str
+    status: TaskStatus
+    created_at: float
+    updated_at: float
+    ttl: float | None
+    owner: tuple[str, ...] = ()
+    poll_interval: float | None = None
+    status_message: str | None = None
+    input_requests: Mapping[str, Any] = attrs.field(factory=dict)
+    result: Mapping[str, Any] | None = None
+    error: Mapping[str, Any] | None = None
+    revision: int = 0
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the task has finished (completed, failed or cancelled)."""
+        return self.status in TERMINAL_STATUSES
+
+    @property
+    def expires_at(self) -> float:
+        """When the record may be purged (``inf`` for an unlimited time to live)."""
+        return math.inf if self.ttl is None else self.created_at + self.ttl
+
+    def evolve(self, at: float, **changes: Any) -> TaskRecord:
+        """A newer revision of this record, updated at *at*."""
+        return attrs.evolve(self, updated_at=at, revision=self.revision + 1, **changes)
+
+    def to_wire(self, *, detailed: bool) -> dict[str, Any]:
+        """The task as JSON: a ``CreateTaskResult`` (``detailed=False``: flat, ``resultType:
+        "task"``, no result, error or requests) or a ``tasks/get`` result (``detailed=True``:
+        ``resultType: "complete"`` with the status's extra field inlined). ``ttlMs`` is always
+        present (``null`` when unlimited); ``requestState`` never is."""
+        wire: dict[str, Any] = {
+            "resultType": "complete" if detailed else "task",
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": _iso(self.created_at),
+            "lastUpdatedAt": _iso(self.updated_at),
+            "ttlMs": None if self.ttl is None else max(1, round(self.ttl * 1000)),
+        }
+        if self.poll_interval is not None:
+            wire["pollIntervalMs"] = max(1, round(self.poll_interval * 1000))
+        if self.status_message is not None:
+            wire["statusMessage"] = self.status_message
+        if detailed:
+            if self.status == "input_required":
+                wire["inputRequests"] = dict(self.input_requests)
+            elif self.status == "completed" and self.result is not None:
+                wire["result"] = dict(self.result)
+            elif self.status == "failed" and self.error is not None:
+                wire["error"] = dict(self.error)
+        return wire
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class TaskStore(Protocol):
+    """Where task records are kept. Every method is async so a shared store can follow.
+
+    A store never returns a record past its ``expires_at``; it may purge such records at any
+    time. Writes for one task come from one process, in ``revision`` order. ``clock`` gives
+    seconds since the epoch; records are stamped and expired by it.
+    """
+
+    clock: Callable[[], float]
+
+    async def create(self, record: TaskRecord) -> None:
+        """Add a new task; :class:`TaskStoreFull` when no room can be made."""
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """The task's current record, or ``None`` when unknown or expired."""
+
+    async def put(self, record: TaskRecord) -> None:
+        """Replace the task's record with this newer revision (ignored if it is gone)."""
+
+    async def delete(self, task_id: str) -> None:
+        """Forget the task."""
+
+
+class MemoryTaskStore:
+    """Task records in this process's memory: bounded and expiring.
+
+    At most *max_tasks* records are kept. When full, expired records are purged first, then
+    the oldest finished ones; if every record belongs to a running task, creating another
+    raises [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull]. *clock* gives seconds since the
+    epoch (for tests).
+    """
+
+    def __init__(self, max_tasks: int = 1000, *, clock: Callable[[], float] = time.time) -> None:
+        if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
+            raise ValueError(f"max_tasks must be an int >= 1, got {max_tasks!r}")
+        self.max_tasks = max_tasks
+        self.clock = clock
+        self._records: dict[str, TaskRecord] = {}
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    async def create(self, record: TaskRecord) -> None:
+        if record.task_id in self._records:
+            raise ValueError(f"task {record.task_id!r} exists already")
+        if len(self._records) >= self.max_tasks:
+            self._make_room()
+        self._records[record.task_id] = record
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        record = self._records.get(task_id)
+        if record is not None and self.clock() >= record.expires_at:
+            del self._records[task_id]
+            return None
+        return record
+
+    async def put(self, record: TaskRecord) -> None:
+        current = self._records.get(record.task_id)
+        if current is not None and record.revision > current.revision:
+            self._records[record.task_id] = record
+
+    async def delete(self, task_id: str) -> None:
+        self._records.pop(task_id, None)
+
+    def _make_room(self) -> None:
+        now = self.clock()
+        for task_id in [t for t, r in self._records.items() if now >= r.expires_at]:
+            del self._records[task_id]
+        if len(self._records) < self.max_tasks:
+            return
+        finished = sorted(
+            (r for r in self._records.values() if r.terminal), key=lambda r: r.updated_at
+        )
+        if not finished:
+            raise TaskStoreFull(
+                f"{self.max_tasks} tasks are running; wait for some to finish or raise max_tasks"
+            )
+        del self._records[finished[0].task_id]

@@ -1,0 +1,41 @@
+"""Pins for what mrtr_trio.mcp._sdk relies on in the ``mcp`` SDK (2.3) beyond its documented
+handler API: if an upgrade changes one of these, this fails before the features do."""
+
+from __future__ import annotations
+
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.shared.inbound import NAME_BEARING_METHODS, decode_header_value
+from mcp_types.methods import SPEC_CLIENT_METHODS
+
+from mrtr_trio.mcp._sdk import invalid_header_annotation
+
+
+def test_tasks_methods_are_ours_to_route_and_check() -> None:
+    # The SDK neither knows tasks/* (so registered handlers get them, others are -32601) ...
+    assert not {m for m in SPEC_CLIENT_METHODS if m.startswith("tasks/")}
+    # ... nor checks their Mcp-Name header, which mrtr_trio therefore does itself.
+    assert not {m for m in NAME_BEARING_METHODS if m.startswith("tasks/")}
+
+
+def test_header_values_decode_strictly() -> None:
+    assert decode_header_value("=?base64?SGVsbG8=?=") == "Hello"
+    assert decode_header_value("=?base64?SGVsbG8?=") is None  # bad padding
+    assert decode_header_value("=?base64?SGVs!!!bG8=?=") is None  # not the alphabet
+    assert decode_header_value("task-abc") == "task-abc"
+
+
+def test_x_mcp_header_annotations_are_checked() -> None:
+    good = {"type": "object", "properties": {"r": {"type": "string", "x-mcp-header": "Region"}}}
+    assert invalid_header_annotation(good) is None
+    bad = {"type": "object", "properties": {"r": {"type": "number", "x-mcp-header": "Region"}}}
+    assert "integer/string/boolean" in (invalid_header_annotation(bad) or "")
+
+
+def test_server_extensions_are_what_discover_advertises() -> None:
+    server: Server = Server("pins")
+    assert server.extensions == {}
+    server.extensions["x.example/y"] = {}
+    capabilities = server.get_capabilities()
+    assert isinstance(capabilities, types.ServerCapabilities)
+    assert capabilities.extensions == {"x.example/y": {}}
