@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from mrtr_trio import (
     done,
     elicit,
     pause,
+    step,
 )
 from mrtr_trio.testing import run_live, run_modern
 
@@ -267,3 +269,48 @@ async def test_push_style_works_live() -> None:
 async def test_push_style_elsewhere_names_the_replacement() -> None:
     with pytest.raises(MrtrError, match=r"modern .*Yield elicit\(\.\.\.\).*input_required"):
         await run_modern(push_style, {}, happy_answer)
+
+
+def test_the_scope_guard_reads_what_trio_changes_on_entering_a_scope() -> None:
+    # trio_scope_marks reads trio's private Task._cancel_status: if a trio release renames
+    # it, this fails loudly instead of the guard silently seeing nothing.
+    from mrtr_trio._drive import trio_scope_marks
+
+    async def main() -> None:
+        task = trio.lowlevel.current_task()
+        outside = trio_scope_marks(task)
+        assert outside[0] is not None
+        with trio.CancelScope():
+            assert trio_scope_marks(task) != outside
+        assert trio_scope_marks(task) == outside
+        async with trio.open_nursery():
+            assert trio_scope_marks(task) != outside
+        assert trio_scope_marks(task) == outside
+
+    trio.run(main)
+
+
+async def test_errors_raised_while_closing_a_handler_are_logged_and_raised(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def faulty_cleanup(ctx: Context):
+        try:
+            yield elicit("A?", NAME)
+        finally:
+            raise ValueError("cleanup failed")
+
+    with caplog.at_level(logging.ERROR, logger="mrtr_trio"), pytest.raises(ValueError):
+        await runtime().advance(faulty_cleanup, {})
+    assert "faulty_cleanup raised while being closed" in caplog.text
+    assert "ValueError: cleanup failed" in caplog.text  # with its traceback
+
+    async def fails_then_cleanup_fails(ctx: Context):
+        try:
+            yield step(lambda: 1 / 0)
+        finally:
+            raise ValueError("cleanup failed too")
+
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="mrtr_trio"), pytest.raises(ZeroDivisionError):
+        await runtime().run_live(fails_then_cleanup_fails, {}, None)
+    assert "cleanup failed too" in caplog.text  # logged, while the first error goes on

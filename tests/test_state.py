@@ -407,3 +407,38 @@ def test_bignums_read_back_as_plain_integers() -> None:
     from mrtr_trio._journal import strict_loads as _strict_loads
 
     assert _strict_loads(cbor2.dumps([2**70, -(2**70)])) == [2**70, -(2**70)]
+
+
+# ------------------------------------------------------------------------ what the log says
+
+
+async def test_the_log_tells_a_token_for_another_call_from_a_tampered_one(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runtime = Runtime([KEY])
+    token = await second_round_token(runtime)
+    raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
+    with caplog.at_level(logging.WARNING, logger="mrtr_trio"):
+        assert "bound to another call" in await assert_rejected(
+            runtime, token, arguments={"user": "someone else"}
+        )
+        for index in range(1, 7):  # the key id and the body check
+            flipped = bytearray(raw)
+            flipped[index] ^= 0x01
+            forged = base64.urlsafe_b64encode(bytes(flipped)).rstrip(b"=").decode()
+            reason = await assert_rejected(runtime, forged)
+            assert "bound to another call" not in reason, index
+
+
+async def test_a_token_flood_logs_a_bounded_number_of_warnings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    runtime = Runtime([KEY])
+    with caplog.at_level(logging.DEBUG, logger="mrtr_trio"):
+        for n in range(200):
+            with pytest.raises(InvalidRequestState):
+                await runtime.advance(two_asks, {"user": "u"}, request_state=f"junk{n}")
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    debug = [r for r in caplog.records if r.levelno == logging.DEBUG]
+    assert len(warnings) == 10
+    assert len(debug) == 190 and all("rejected requestState" in r.getMessage() for r in debug)

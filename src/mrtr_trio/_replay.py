@@ -40,6 +40,7 @@ only along it, and docs/replay.md draws it from the table.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn
 
@@ -333,7 +334,7 @@ class Replay:
             return Feed(value)
         waiting = self._polling
         if waiting is None:
-            deadline = None if poll.timeout is None else int(now + poll.timeout) + 1
+            deadline = None if poll.timeout is None else math.ceil(now + poll.timeout)
             waiting = self._polling = PendingPoll(fingerprint, deadline)
         if waiting.deadline is not None and now >= waiting.deadline:
             self.phase = ERROR

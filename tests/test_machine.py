@@ -1,0 +1,337 @@
+"""The replay rules on the state machine alone: no handler runs, no trio, no token.
+
+Each test tells a [Replay][mrtr_trio._replay.Replay] machine what a handler would have yielded
+and checks what it answers, as h11's tests drive its Connection with events.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+
+from mrtr_trio import (
+    InvalidInputResponse,
+    MissingCapability,
+    MrtrError,
+    NondeterminismError,
+    PollTimeout,
+    RoundLimitExceeded,
+    done,
+    elicit,
+    list_roots,
+    poll,
+    step,
+)
+from mrtr_trio._flow import PAUSE, Ask
+from mrtr_trio._journal import PAUSED, Answered, Cursor, Pending, PendingPoll, StepResult
+from mrtr_trio._journal import step_fingerprint as step_fp
+from mrtr_trio._replay import (
+    ERROR,
+    FINISHED,
+    LIVE,
+    PENDING,
+    REPLAYING,
+    SUSPENDED,
+    TRANSITIONS,
+    Feed,
+    Finish,
+    Replay,
+    Rules,
+    RunPoll,
+    RunStep,
+    Suspend,
+)
+from mrtr_trio._values import ElicitResult
+
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+YES = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+ASK_NAME = elicit("Name?", NAME)
+ASK_YES = elicit("Sure?", YES)
+ADA = {"action": "accept", "content": {"name": "Ada"}}
+OK = {"action": "accept", "content": {"ok": True}}
+
+
+def lookup() -> str:
+    return "looked up"
+
+
+def ready() -> str | None:
+    return None
+
+
+STEP = step(lookup)
+POLL = poll(ready, every=2.0, timeout=10.0)
+
+
+def single(key: str, request: Any) -> Ask:
+    return Ask({key: request})
+
+
+def answered(key: str, request: Any, json: Any) -> Answered:
+    return Answered({key: request.fingerprint}, {key: ElicitResult("accept", json["content"])})
+
+
+def modern(cursor: Cursor = Cursor(), responses: Any = None, **rules: Any) -> Replay:
+    return Replay("flow", Rules(8, record=True, **rules), cursor, responses)
+
+
+def live(**rules: Any) -> Replay:
+    return Replay("flow", Rules(8, free_pauses=True, **rules))
+
+
+# ------------------------------------------------------------------------------- live
+
+
+def test_live_ask_suspends_and_answers_feed_the_handler() -> None:
+    machine = live()
+    assert machine.phase is LIVE and not machine.is_replaying
+    action = machine.next(single("input-0", ASK_NAME))
+    assert action == Suspend({"input-0": ASK_NAME})
+    assert machine.phase is SUSPENDED and machine.rounds == 1
+    fed = machine.answered({"input-0": ADA, "unknown": 1})
+    assert fed == Feed({"input-0": ElicitResult("accept", {"name": "Ada"})})
+    assert machine.phase is LIVE
+
+
+def test_steps_run_and_their_values_come_back_normalised() -> None:
+    machine = live()
+    assert machine.next(STEP) == RunStep(STEP)
+    assert machine.ran((1, "two")) == Feed([1, "two"])  # as a token would read it back
+    assert machine.next(done("v")) == Finish("v")
+    assert machine.phase is FINISHED
+
+
+def test_a_live_pause_is_free_but_a_modern_one_is_a_round() -> None:
+    machine = live()
+    assert machine.next(PAUSE) == Feed({})
+    assert machine.rounds == 0
+    modern_machine = modern()
+    assert modern_machine.next(PAUSE) == Suspend({})
+    assert modern_machine.rounds == 1
+    assert modern_machine.checkpoint().pending == Pending({})
+
+
+def test_schema_invalid_answers_are_asked_again_saying_why() -> None:
+    machine = live()
+    machine.next(single("input-0", ASK_YES))
+    again = machine.answered({"input-0": {"action": "accept", "content": {"ok": "yes"}}})
+    assert isinstance(again, Suspend)
+    assert "'ok' must be a boolean" in again.problems["input-0"]
+    asked = again.requests["input-0"]
+    assert asked.message.startswith("Sure?\n\n(The previous answer was not accepted: ")
+    assert asked.schema == YES
+    assert machine.rounds == 2
+
+
+def test_a_batch_keeps_valid_answers_and_asks_only_for_the_rest() -> None:
+    machine = modern()
+    batch = Ask({"a": ASK_NAME, "b": ASK_YES})
+    assert machine.next(batch) == Suspend(batch.requests)
+    again = machine.answered({"a": ADA})
+    assert again == Suspend({"b": ASK_YES})
+    cursor = machine.checkpoint()
+    assert cursor.pending == Pending(
+        batch.fingerprints, {"a": ElicitResult("accept", {"name": "Ada"})}
+    )
+    fed = machine.answered({"b": OK})
+    assert isinstance(fed, Feed) and set(fed.value) == {"a", "b"}
+
+
+def test_malformed_answers_are_protocol_errors_and_end_the_machine() -> None:
+    machine = live()
+    machine.next(single("input-0", ASK_NAME))
+    with pytest.raises(InvalidInputResponse, match="'input-0' is malformed"):
+        machine.answered({"input-0": {"action": "maybe"}})
+    assert machine.phase is ERROR
+    with pytest.raises(MrtrError, match="phase ERROR"):
+        machine.next(done(1))
+
+
+def test_the_round_limit_names_the_last_problem() -> None:
+    machine = Replay("flow", Rules(1))
+    machine.next(single("input-0", ASK_YES))
+    with pytest.raises(RoundLimitExceeded, match=r"after 1 rounds.*'input-0'.*must be a boolean"):
+        machine.answered({"input-0": {"action": "accept", "content": {"ok": 3}}})
+
+
+def test_missing_capabilities_are_refused_before_asking() -> None:
+    machine = Replay("flow", Rules(8, client_capabilities={"elicitation": {}}))
+    with pytest.raises(MissingCapability) as caught:
+        machine.next(single("input-0", list_roots()))
+    assert caught.value.required_capabilities == {"roots": {}}
+    assert machine.rounds == 0
+
+
+def test_push_style_asks_do_not_disturb_the_flow() -> None:
+    machine = live()
+    assert machine.push({"push-0": ASK_NAME}) == Suspend({"push-0": ASK_NAME})
+    assert isinstance(machine.answered({"push-0": ADA}), Feed)
+    assert machine.phase is LIVE
+    assert machine.next(done(1)) == Finish(1)
+
+
+def test_answers_out_of_turn_are_a_bug_the_machine_names() -> None:
+    machine = live()
+    with pytest.raises(MrtrError, match="got answers in phase LIVE"):
+        machine.answered({})
+
+
+# ----------------------------------------------------------------------------- modern
+
+
+def test_a_first_call_answers_its_first_ask_from_the_calls_responses() -> None:
+    machine = modern(responses={"input-0": ADA})
+    assert not machine.is_replaying
+    assert machine.next(STEP) == RunStep(STEP)  # steps before the first ask run
+    machine.ran("looked up")
+    assert isinstance(machine.next(single("input-0", ASK_NAME)), Feed)
+    assert machine.next(single("input-1", ASK_YES)) == Suspend({"input-1": ASK_YES})
+    cursor = machine.checkpoint()
+    assert [type(e) for e in cursor.journal] == [StepResult, Answered]
+    assert cursor.pending == Pending({"input-1": ASK_YES.fingerprint})
+    assert cursor.rounds == 1
+
+
+def test_replay_feeds_the_journal_then_the_pending_ask_reads_the_responses() -> None:
+    journal = (answered("input-0", ASK_NAME, ADA), StepResult(step_fp(lookup), "recorded"))
+    cursor = Cursor(journal, Pending({"input-1": ASK_YES.fingerprint}), rounds=1)
+    machine = modern(cursor, {"input-1": OK})
+    assert machine.phase is REPLAYING and machine.is_replaying
+    assert machine.next(single("input-0", ASK_NAME)) == Feed(
+        {"input-0": ElicitResult("accept", {"name": "Ada"})}
+    )
+    assert machine.next(STEP) == Feed("recorded")  # the step is not run again
+    assert machine.phase is PENDING and machine.is_replaying
+    assert machine.next(single("input-1", ASK_YES)) == Feed(
+        {"input-1": ElicitResult("accept", {"ok": True})}
+    )
+    assert machine.phase is LIVE and not machine.is_replaying
+    assert machine.next(done("end")) == Finish("end")
+
+
+def test_strict_divergence_names_the_round_the_yield_and_both_requests() -> None:
+    cursor = Cursor((PAUSED, answered("input-0", ASK_NAME, ADA)), Pending({}), rounds=2)
+    machine = modern(cursor, strict=True)
+    machine.next(PAUSE)
+    with pytest.raises(NondeterminismError) as caught:
+        machine.next(single("input-0", ASK_YES))
+    error = caught.value
+    assert (error.handler, error.round, error.yield_index) == ("flow", 2, 1)
+    assert error.recorded.startswith("'input-0' (elicitation/create ")
+    assert error.current["input-0"]["params"]["message"] == "Sure?"
+    assert machine.phase is ERROR
+
+
+def test_reask_divergence_drops_the_rest_of_the_journal_and_asks(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cursor = Cursor(
+        (answered("input-0", ASK_NAME, ADA), PAUSED), Pending({"input-1": b"\0\1\2\3"}), 2
+    )
+    machine = modern(cursor, {"input-1": OK})
+    machine.next(single("input-0", ASK_NAME))
+    with caplog.at_level(logging.WARNING, logger="mrtr_trio"):
+        action = machine.next(single("input-1", ASK_YES))
+    assert "diverged from its recorded flow at round 2, yield #1" in caplog.text
+    assert action == Suspend({"input-1": ASK_YES})  # the answers in hand were for another ask
+    cursor = machine.checkpoint()
+    assert len(cursor.journal) == 1 and cursor.sealed == (0, 0, b"")
+
+
+def test_finishing_early_is_a_divergence() -> None:
+    cursor = Cursor((answered("input-0", ASK_NAME, ADA),), Pending({}), 1)
+    with pytest.raises(NondeterminismError, match="now it finished"):
+        modern(cursor, strict=True).next(done(1))
+
+
+def test_return_style_checkpoints_carry_their_requests_and_payload() -> None:
+    machine = Replay("flow", Rules(8), replayable=False)
+    action = machine.next(Ask({"k": ASK_NAME}, payload={"step": 1}))
+    assert action == Suspend({"k": ASK_NAME})
+    cursor = machine.checkpoint()
+    assert cursor.pending == Pending({"k": ASK_NAME.fingerprint}, {}, {"k": ASK_NAME})
+    assert cursor.payload == {"step": 1} and cursor.journal == ()
+
+
+# ------------------------------------------------------------------------------- poll
+
+
+def test_poll_waits_in_state_only_rounds_that_cost_no_round() -> None:
+    machine = modern()
+    assert machine.next(POLL) == RunPoll(POLL)
+    assert machine.polled(None, 1000.0) == Suspend({}, retry_after=2.0)
+    assert machine.rounds == 0
+    cursor = machine.checkpoint()
+    assert cursor.pending == PendingPoll(step_fp(ready), 1010)
+    resumed = modern(cursor)
+    assert resumed.next(POLL) == RunPoll(POLL)  # the condition is checked once per round
+    assert resumed.polled("approved", 1005.0) == Feed("approved")
+    assert resumed.next(done(1)) == Finish(1)
+
+
+def test_poll_times_out_after_its_deadline() -> None:
+    cursor = Cursor((), PendingPoll(step_fp(ready), 1010))
+    machine = modern(cursor)
+    machine.next(POLL)
+    with pytest.raises(PollTimeout, match="ready.*10 s"):
+        machine.polled(None, 1010.0)
+
+
+def test_live_poll_polls_again_after_each_turn() -> None:
+    machine = live()
+    machine.next(POLL)
+    assert machine.polled(None, 0.0) == Suspend({}, retry_after=2.0)
+    assert machine.answered({}) == RunPoll(POLL)
+    assert machine.polled(None, 2.0) == Suspend({}, retry_after=2.0)
+    assert machine.answered({}) == RunPoll(POLL)
+    assert machine.polled(7, 4.0) == Feed(7)
+
+
+def test_a_recorded_poll_replays_without_polling() -> None:
+    cursor = Cursor((StepResult(step_fp(ready), "done"),), Pending({}), 1)
+    machine = modern(cursor)
+    assert machine.next(POLL) == Feed("done")
+
+
+# -------------------------------------------------------------------------- the table
+
+
+def test_every_phase_is_in_the_table_and_reachable_from_a_start() -> None:
+    starts = {REPLAYING, PENDING, LIVE}
+    reached = set(starts)
+    frontier = list(starts)
+    while frontier:
+        for target in TRANSITIONS[frontier.pop()].values():
+            if target not in reached:
+                reached.add(target)
+                frontier.append(target)
+    assert reached | {ERROR} == set(TRANSITIONS)
+
+
+def test_a_machine_only_moves_along_the_table() -> None:
+    # Walk a flow that uses every kind of need; every _go() call looks its event up in the
+    # table, so a move missing from it would raise here.
+    cursor = Cursor((answered("input-0", ASK_NAME, ADA),), Pending({"input-1": ASK_YES.fingerprint}), 1)
+    machine = modern(cursor, {"input-1": {"action": "accept", "content": {"ok": "x"}}})
+    machine.next(single("input-0", ASK_NAME))
+    assert isinstance(machine.next(single("input-1", ASK_YES)), Suspend)
+    assert isinstance(machine.answered({"input-1": OK}), Feed)
+    machine.next(STEP)
+    machine.ran(1)
+    machine.next(POLL)
+    machine.polled(None, 0.0)
+    machine.answered({})
+    machine.polled(2, 1.0)
+    assert machine.next(done(3)) == Finish(3)
+
+
+def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "docs" / "scripts" / "phase_diagram.py"
+    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
