@@ -313,7 +313,9 @@ def test_every_phase_is_in_the_table_and_reachable_from_a_start() -> None:
 def test_a_machine_only_moves_along_the_table() -> None:
     # Walk a flow that uses every kind of need; every _go() call looks its event up in the
     # table, so a move missing from it would raise here.
-    cursor = Cursor((answered("input-0", ASK_NAME, ADA),), Pending({"input-1": ASK_YES.fingerprint}), 1)
+    cursor = Cursor(
+        (answered("input-0", ASK_NAME, ADA),), Pending({"input-1": ASK_YES.fingerprint}), 1
+    )
     machine = modern(cursor, {"input-1": {"action": "accept", "content": {"ok": "x"}}})
     machine.next(single("input-0", ASK_NAME))
     assert isinstance(machine.next(single("input-1", ASK_YES)), Suspend)

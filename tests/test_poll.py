@@ -97,7 +97,9 @@ async def test_modern_poll_times_out_by_the_deadline_in_its_token() -> None:
     runtime = Runtime([KEY], clock=lambda: clock[0])
     handler = approval_flow(Approval(after=1000))
     out = await runtime.advance(
-        handler, {"ticket": "T"}, input_responses={"input-0": {"action": "accept", "content": {"ok": True}}}
+        handler,
+        {"ticket": "T"},
+        input_responses={"input-0": {"action": "accept", "content": {"ok": True}}},
     )
     assert isinstance(out, InputRequired) and out.input_requests == {}
     clock[0] += 62

@@ -304,11 +304,16 @@ for _ in range(40):
 
 
 def body(
-    *, journal: Any = (), pending: Any = None, payload: Any = None, counters=(0, NOW, 600)
+    *,
+    journal: Any = (),
+    pending: Any = None,
+    payload: Any = None,
+    counters: Any = (0, NOW, 600),
+    flow_id: Any = b"flow-id!",
 ) -> bytes:
     """A cursor body in token format 2: the journal is a byte string holding a CBOR array."""
     raw = journal if isinstance(journal, bytes) else cbor2.dumps(list(journal))
-    return cbor2.dumps([*counters, raw, pending, payload])
+    return cbor2.dumps([*counters, raw, pending, payload, flow_id])
 
 
 @pytest.mark.parametrize(
@@ -317,15 +322,17 @@ def body(
         (body() + b"\x00", "trailing"),
         (body(journal=cbor2.dumps([]) + b"\x00"), "trailing"),
         (
-            b"\x9f\x00\x1a" + NOW.to_bytes(4, "big") + b"\x19\x02\x58\x41\x80\xf6\xf6\xff",
+            b"\x9f\x00\x1a"
+            + NOW.to_bytes(4, "big")
+            + b"\x19\x02\x58\x41\x80\xf6\xf6\x48flow-id!\xff",
             "indefinite",
         ),
         (body(journal=b"\x9f\xff"), "indefinite"),
         (body(pending={"k": [b"\0" * 4, None], "k2": 1})[:-1], ""),
         (
-            b"\x86\x00\x1a"
+            b"\x87\x00\x1a"
             + NOW.to_bytes(4, "big")
-            + b"\x19\x02\x58\x41\x80\xa2\x61k\xf6\x61k\xf6\xf6",
+            + b"\x19\x02\x58\x41\x80\xa2\x61k\xf6\x61k\xf6\xf6\x48flow-id!",
             "duplicate",
         ),
         (body(payload=cbor2.CBORTag(1, 0)), "tag"),
@@ -339,6 +346,8 @@ def body(
         (body(journal=b""), "journal"),
         (body(journal=cbor2.dumps({"a": 1})), "journal"),
         (body(counters=(-1, NOW, 600)), "counters"),
+        (body(flow_id=b"short"), "flow id"),
+        (body(flow_id="flow-id!"), "flow id"),
         (body(counters=(0, 2**70, 600)), "counters"),
         (body(pending=[b"\3" * 4, 2**70]), "deadline"),
         (body(pending=[b"\0" * 4, "later"]), "deadline"),

@@ -18,6 +18,8 @@ from ._errors import (
     PollTimeout,
     RoundLimitExceeded,
     RoundTimeout,
+    StepInProgress,
+    StepStoreUnavailable,
 )
 from ._flow import (
     CallAgain,
@@ -33,6 +35,7 @@ from ._flow import (
 from ._live import AskFunction
 from ._modern import Complete, InputRequired
 from ._runtime import Runtime, StateInfo
+from ._steps import Claim, MemoryStepStore, StepStore, step_key
 from ._token import EphemeralKeyWarning
 from ._util import fixup_module_metadata
 from ._values import (
@@ -59,6 +62,7 @@ __all__ = [
     "AskFunction",
     "BackChannelUnavailable",
     "CallAgain",
+    "Claim",
     "Complete",
     "Context",
     "CreateMessageRequest",
@@ -73,6 +77,7 @@ __all__ = [
     "InvalidRequestState",
     "ListRootsRequest",
     "ListRootsResult",
+    "MemoryStepStore",
     "MintedState",
     "MissingCapability",
     "MrtrError",
@@ -85,6 +90,9 @@ __all__ = [
     "RoundTimeout",
     "Runtime",
     "StateInfo",
+    "StepInProgress",
+    "StepStore",
+    "StepStoreUnavailable",
     "accepted_content",
     "create_message",
     "done",
@@ -97,6 +105,7 @@ __all__ = [
     "pause",
     "poll",
     "step",
+    "step_key",
 ]
 
 fixup_module_metadata(__name__, globals())

@@ -14,36 +14,41 @@ the one place that reads a private trio attribute).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
 from ._errors import MrtrError
-from ._flow import Flow, Need
+from ._flow import Flow, Need, Step
 from ._replay import Feed, Finish, Replay, RunPoll, RunStep, Suspend
+from ._steps import call
 
-__all__ = ["Turn", "call", "drive", "trio_scope_marks"]
+__all__ = ["StepRunner", "Turn", "drive", "trio_scope_marks"]
 
 #: ``await turn(suspend)``: the client's turn, returning its responses (key → JSON or answer).
 Turn = Callable[[Suspend], Awaitable[Mapping[str, Any]]]
+#: ``await run_step(step)``: run a step's function once and return its value (the drivers give
+#: it an idempotency key, and the modern driver a store).
+StepRunner = Callable[[Step], Awaitable[Any]]
 
 
 async def drive(
     flow: Flow,
     machine: Replay,
     turn: Turn | None,
+    run_step: StepRunner,
     now: Callable[[], float],
 ) -> Finish | Suspend:
     """Run *flow* as *machine* directs until it finishes, or, without a *turn*, until the
-    client must take one. *now* is the clock poll deadlines are measured on.
+    client must take one. *run_step* runs steps; *now* is the clock poll deadlines are
+    measured on.
 
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
     try:
-        action = await _run(flow, machine, turn, now)
+        action = await _run(flow, machine, turn, run_step, now)
     except BaseException:
         await flow.aclose()
         raise
@@ -54,7 +59,11 @@ async def drive(
 
 
 async def _run(
-    flow: Flow, machine: Replay, turn: Turn | None, now: Callable[[], float]
+    flow: Flow,
+    machine: Replay,
+    turn: Turn | None,
+    run_step: StepRunner,
+    now: Callable[[], float],
 ) -> Finish | Suspend:
     try:
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
@@ -77,8 +86,7 @@ async def _run(
         if kind is Feed:
             action = machine.next(await resume(action.value))  # type: ignore[union-attr]
         elif kind is RunStep:
-            step = action.step  # type: ignore[union-attr]
-            action = machine.ran(await call(step.fn, step.args))
+            action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
         elif kind is RunPoll:
             poll = action.poll  # type: ignore[union-attr]
             action = machine.polled(await call(poll.fn, poll.args), now())
@@ -88,14 +96,6 @@ async def _run(
             action = machine.answered(await turn(action))  # type: ignore[arg-type]
         else:
             return action  # type: ignore[return-value]
-
-
-async def call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """``fn(*args)``, awaiting the result when it is awaitable."""
-    value = fn(*args)
-    if inspect.isawaitable(value):
-        value = await value
-    return value
 
 
 def trio_scope_marks(task: trio.lowlevel.Task | None) -> tuple[object, int]:

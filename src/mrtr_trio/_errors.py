@@ -22,6 +22,8 @@ __all__ = [
     "NondeterminismError",
     "PollTimeout",
     "RoundLimitExceeded",
+    "StepInProgress",
+    "StepStoreUnavailable",
     "RoundTimeout",
 ]
 
@@ -105,6 +107,16 @@ class RoundTimeout(MrtrError):
 
 class PollTimeout(MrtrError):
     """A ``poll(...)`` condition was still not met after its ``timeout``."""
+
+
+class StepStoreUnavailable(MrtrError):
+    """The step store could not be reached (or is full), so a step did not run: with a store,
+    a step never runs unrecorded."""
+
+
+class StepInProgress(MrtrError):
+    """Another presentation of the same ``requestState`` is running this step; retrying the
+    request later gets its result."""
 
 
 class NondeterminismError(MrtrError):

@@ -140,10 +140,14 @@ class Cursor:
     """Where a modern flow stands (see the module docstring). ``issued_at`` and ``lifetime``
     are set when the cursor is sealed into a token.
 
-    ``sealed`` is how much of ``journal`` a token already holds in encoded form: the number of
-    leading entries, how many of them are single-request asks, and their encoding, which
-    sealing the next token reuses instead of encoding them again. It is the codec's business
-    only.
+    ``flow_id`` is minted at random on the flow's first call and carried in every token: it
+    tells one flow from another with the same arguments (step idempotency keys are derived
+    from it).
+
+    Set when a cursor is read from a token, for the codec's use only: ``sealed``, how much of
+    ``journal`` the token holds in encoded form (the number of leading entries, how many of
+    them are single-request asks, and their encoding), which sealing the next token reuses
+    instead of encoding them again; ``key_id``, the key that verified it; ``token_id``, its tag.
     """
 
     journal: tuple[Entry, ...] = ()
@@ -152,7 +156,10 @@ class Cursor:
     payload: Any = None
     issued_at: int = 0
     lifetime: int = 0
+    flow_id: bytes = b""
     sealed: tuple[int, int, bytes] = attrs.field(default=NOTHING_SEALED, repr=False)
+    key_id: bytes = attrs.field(default=b"", repr=False, eq=False)
+    token_id: bytes = attrs.field(default=b"", repr=False, eq=False)
 
 
 # ------------------------------------------------------------------------------ recordable

@@ -12,6 +12,7 @@ handler's state-only turn (the legacy shim) sleeps ``state_only_pacing``. Push-s
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -20,9 +21,11 @@ import trio
 from ._context import Context, Host
 from ._drive import drive
 from ._errors import BackChannelUnavailable, MrtrError, RoundTimeout
-from ._flow import Handler, is_generator_handler, open_flow
+from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
 from ._replay import Feed, Finish, Replay, Rules, Suspend
+from ._steps import call_step
+from ._token import STEP_KEY_BYTES
 from ._values import Answer, Request
 
 if TYPE_CHECKING:
@@ -61,9 +64,16 @@ async def run_live(
     turns = _Turns(runtime, machine, ask, replayable)
     ctx = Context("legacy", client_capabilities, machine=machine, push=turns.push, host=host)
     flow = open_flow(handler, ctx, arguments)
-    action = await drive(flow, machine, turns, trio.current_time)
+    action = await drive(flow, machine, turns, _run_step, trio.current_time)
     assert isinstance(action, Finish)  # with a turn, drive only stops there
     return action.value
+
+
+async def _run_step(step: Step) -> Any:
+    # The generator stays alive, so the step runs once by construction; its key only needs
+    # to be unique per flow and position.
+    key = secrets.token_urlsafe(STEP_KEY_BYTES)
+    return await call_step(step.fn, step.args, lambda: key)
 
 
 class _Turns:

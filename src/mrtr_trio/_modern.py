@@ -9,18 +9,20 @@ turn ([InputRequired][mrtr_trio.InputRequired], with a fresh token for the machi
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import secrets
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ._context import Context, Host
 from ._drive import drive
-from ._errors import InvalidInputResponse
-from ._flow import Handler, is_generator_handler, open_flow
+from ._errors import InvalidInputResponse, StepStoreUnavailable
+from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
 from ._replay import Finish, Replay, Rules
-from ._token import StateCodec, binding_digest
+from ._steps import StepStore, call_step
+from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
 from ._values import Request
 
 if TYPE_CHECKING:
@@ -45,9 +47,6 @@ class InputRequired:
     request_state: str | None
 
 
-_EMPTY = Cursor()
-
-
 async def advance(
     codec: StateCodec,
     runtime: Runtime,
@@ -67,20 +66,59 @@ async def advance(
     _check_arguments(arguments)
     _check_responses(input_responses)
     binding = binding_digest(name, arguments, _check_bind(bind))
-    cursor = _EMPTY if request_state is None else codec.open(request_state, binding)
+    if request_state is None:
+        cursor = Cursor(flow_id=secrets.token_bytes(FLOW_ID_BYTES))
+    else:
+        cursor = codec.open(request_state, binding)
     rules = Rules(
         runtime.max_rounds,
         strict=runtime.replay == "strict",
         client_capabilities=client_capabilities,
         record=replayable,
     )
+    store = runtime.step_store
+    if request_state is not None and runtime.single_use:
+        await _use_once(codec, store, cursor)
     machine = Replay(name, rules, cursor, input_responses, replayable=replayable)
     ctx = Context("modern", client_capabilities, machine=machine, host=host)
     flow = open_flow(handler, ctx, arguments, cursor.pending, cursor.payload)
-    action = await drive(flow, machine, None, codec.clock)
+
+    async def run_step(step: Step) -> Any:
+        so_far = machine.so_far()
+        key = _once(lambda: codec.step_key(so_far, binding, len(so_far.journal)))
+        return await call_step(step.fn, step.args, key, store, runtime.ttl)
+
+    action = await drive(flow, machine, None, run_step, codec.clock)
     if isinstance(action, Finish):
         return Complete(action.value)
     return InputRequired(action.requests, codec.seal(machine.checkpoint(), binding))
+
+
+async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) -> None:
+    """``single_use=True``: claim the token in the store, or refuse it as used."""
+    assert store is not None  # the runtime requires a store for single_use
+    remaining = max(1.0, cursor.issued_at + cursor.lifetime - codec.clock())
+    try:
+        claim = await store.claim(f"mrtr_trio:token:{cursor.token_id.hex()}", remaining)
+    except Exception as error:
+        raise StepStoreUnavailable(
+            f"cannot check that this requestState is used once: the step store failed "
+            f"({type(error).__name__}: {error})"
+        ) from error
+    if claim.status != "won":
+        codec.reject("already used (single_use=True)")
+
+
+def _once(make: Callable[[], str]) -> Callable[[], str]:
+    """*make*, called at most once."""
+    made: list[str] = []
+
+    def get() -> str:
+        if not made:
+            made.append(make())
+        return made[0]
+
+    return get
 
 
 def _check_arguments(arguments: object) -> None:

@@ -240,6 +240,7 @@ class Replay:
 
     __slots__ = (
         "_asking",
+        "_cursor",
         "_journal",
         "_kept",
         "_payload",
@@ -250,7 +251,6 @@ class Replay:
         "_replayable",
         "_responses",
         "_running",
-        "_sealed",
         "name",
         "phase",
         "rounds",
@@ -269,8 +269,8 @@ class Replay:
         self.name = name
         self.rules = rules
         self.rounds = cursor.rounds
+        self._cursor = cursor
         self._journal = cursor.journal if replayable else ()
-        self._sealed = cursor.sealed
         self._pending = cursor.pending
         self._payload = cursor.payload
         self._responses = responses
@@ -381,11 +381,19 @@ class Replay:
                 dict(self._kept),
                 None if self._replayable else ask.requests,
             )
+        return attrs.evolve(
+            self.so_far(), pending=pending, rounds=self.rounds, payload=self._payload
+        )
+
+    def so_far(self) -> Cursor:
+        """The journal up to the current need, with the flow's identity (what a step's
+        idempotency key is derived from, and what a checkpoint extends)."""
+        cursor = self._cursor
         journal = self._journal[: self._position] + tuple(self._recorded)
         # The token this call came with holds the journal it replayed, encoded: reuse that,
         # unless the flow diverged from it.
-        sealed = self._sealed if self._position == len(self._journal) else NOTHING_SEALED
-        return Cursor(journal, pending, self.rounds, self._payload, sealed=sealed)
+        sealed = cursor.sealed if self._position == len(self._journal) else NOTHING_SEALED
+        return Cursor(journal, flow_id=cursor.flow_id, sealed=sealed, key_id=cursor.key_id)
 
     # ------------------------------------------------------------------------ the phases
 

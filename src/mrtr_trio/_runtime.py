@@ -14,6 +14,7 @@ from ._flow import Handler, is_generator_handler
 from ._journal import Pending, PendingPoll, qualified_name
 from ._live import AskFunction, run_live
 from ._modern import Complete, InputRequired, advance
+from ._steps import StepStore
 from ._token import Keyring, StateCodec, binding_digest, check_keys, warn_ephemeral
 from ._values import Request
 
@@ -53,6 +54,13 @@ def _pacing(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
 def _replay_mode(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
     if value not in ("strict", "reask"):
         raise ValueError(f'replay must be "strict" or "reask", got {value!r}')
+
+
+def _store(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+    if value is not None and not isinstance(value, StepStore):
+        raise TypeError(
+            f"step_store must be a StepStore (claim, record, read, release), got {value!r}"
+        )
 
 
 def _callable(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
@@ -100,6 +108,15 @@ class Runtime:
     - *max_state_bytes*: the largest token minted or accepted.
     - *replay*: on a divergent replay, ``"strict"`` raises
       [NondeterminismError][mrtr_trio.NondeterminismError]; ``"reask"`` logs and asks again.
+    - *step_store*: a [StepStore][mrtr_trio.StepStore]; with one, each step's result is
+      recorded under its idempotency key before it is journaled, and a step whose key is
+      recorded (a token presented again) returns the recorded value without running. Without
+      one (the default), a step runs once per presentation of a token.
+    - *single_use*: accept each ``requestState`` once (needs a *step_store*); a second
+      presentation is the ordinary invalid-state error.
+    - *encrypt*: encrypt tokens (ChaCha20-Poly1305, extra ``mrtr_trio[encrypt]``) so that the
+      client cannot read the answers and payloads inside them. Tokens of either kind are
+      accepted whatever this says.
     - *clock*: the wall clock tokens are stamped and checked with (for tests).
 
     A runtime is immutable and shared by concurrent flows; ``attrs.evolve(runtime, ...)`` makes
@@ -122,13 +139,26 @@ class Runtime:
     replay: Literal["strict", "reask"] = attrs.field(
         default="reask", kw_only=True, validator=_replay_mode
     )
+    step_store: StepStore | None = attrs.field(default=None, kw_only=True, validator=_store)
+    single_use: bool = attrs.field(default=False, kw_only=True, converter=bool)
+    encrypt: bool = attrs.field(default=False, kw_only=True, converter=bool)
     clock: Callable[[], float] = attrs.field(
         default=time.time, kw_only=True, validator=_callable, repr=False
     )
     _codec: StateCodec = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        codec = StateCodec(Keyring(self.keys), float(self.ttl), self.max_state_bytes, self.clock)
+        if self.single_use and self.step_store is None:
+            raise ValueError(
+                "single_use=True needs a step_store to remember used tokens, e.g. "
+                "step_store=MemoryStepStore() (one process) or RedisStepStore(...) (several)"
+            )
+        keyring = Keyring(self.keys)
+        if self.encrypt:
+            keyring.check_cipher()
+        codec = StateCodec(
+            keyring, float(self.ttl), self.max_state_bytes, self.clock, encrypt=self.encrypt
+        )
         object.__setattr__(self, "_codec", codec)
 
     async def advance(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hmac
 import logging
 import math
@@ -32,7 +33,7 @@ import secrets
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import blake3
@@ -64,6 +65,7 @@ from ._values import (
 )
 
 __all__ = [
+    "FLOW_ID_BYTES",
     "EphemeralKeyWarning",
     "Keyring",
     "MIN_KEY_BYTES",
@@ -76,6 +78,10 @@ __all__ = [
 log = logging.getLogger("mrtr_trio")
 
 FORMAT_VERSION = 2
+ENCRYPTED_VERSION = 3
+NONCE_BYTES = 12
+STEP_KEY_BYTES = 16
+FLOW_ID_BYTES = 8
 KEY_ID_BYTES = 4
 CHECK_BYTES = 2
 TAG_BYTES = 16
@@ -89,6 +95,9 @@ _MAX_TIME = 1 << 40
 _KDF_KEY_ID = "mrtr_trio 2026-11-30 requestState key id"
 _KDF_TAG = "mrtr_trio 2026-11-30 requestState tag"
 _KDF_CHECK = "mrtr_trio 2026-12-01 requestState unbound body check"
+_KDF_ENCRYPT = "mrtr_trio 2026-12-01 requestState ChaCha20-Poly1305 key"
+_KDF_NONCE = "mrtr_trio 2026-12-01 requestState synthetic nonce"
+_KDF_STEP = "mrtr_trio 2026-12-01 step idempotency key"
 
 _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
@@ -120,7 +129,7 @@ def _bind_fallback(encoder: cbor2.CBOREncoder, value: Any) -> None:
 
 # ----------------------------------------------------------------------------- CBOR layout
 #
-# body    = [rounds, issued_at, lifetime, journal, pending, payload]
+# body    = [rounds, issued_at, lifetime, journal, pending, payload, flow_id]
 # journal = bstr holding the CBOR array of the entries: kept as bytes, so that sealing the next
 #           token appends the new entries to it instead of encoding the old ones again
 # entry   = [fp, *answer]             an ask of one request (its key "input-N" implied: N counts
@@ -295,6 +304,7 @@ def encode_cursor(cursor: Cursor) -> bytes:
             _encode_journal(cursor),
             _pending_to_cbor(cursor.pending),
             cursor.payload,
+            cursor.flow_id,
         ]
     )
 
@@ -302,15 +312,24 @@ def encode_cursor(cursor: Cursor) -> bytes:
 def decode_cursor(body: bytes) -> Cursor:
     """The cursor from its CBOR; ``ValueError`` when the body is not one."""
     try:
-        rounds, issued_at, lifetime, journal, pending, payload = strict_loads(body)
+        rounds, issued_at, lifetime, journal, pending, payload, flow_id = strict_loads(body)
         if not all(_is_time(n) for n in (rounds, issued_at, lifetime)):
             raise ValueError("bad counters")
+        if type(flow_id) is not bytes or len(flow_id) != FLOW_ID_BYTES:
+            raise ValueError("bad flow id")
         if type(journal) is not bytes or not journal:
             raise ValueError("bad journal")
         entries, singles = _entries_from_cbor(strict_loads(journal))
         sealed = (len(entries), singles, journal[_header_length(journal[0]) :])
         return Cursor(
-            entries, _pending_from_cbor(pending), rounds, payload, issued_at, lifetime, sealed
+            entries,
+            _pending_from_cbor(pending),
+            rounds,
+            payload,
+            issued_at,
+            lifetime,
+            flow_id,
+            sealed,
         )
     except ValueError:
         raise
@@ -326,13 +345,43 @@ class _Key:
     key_id: bytes
     tag_key: bytes
     check_key: bytes
+    secret: bytes = attrs.field(repr=False)
+
+    @functools.cached_property
+    def step_key(self) -> bytes:
+        return _subkey(self.secret, _KDF_STEP)
+
+    @functools.cached_property
+    def cipher(self) -> Any:
+        return _chacha(_subkey(self.secret, _KDF_ENCRYPT))
+
+    @functools.cached_property
+    def nonce_key(self) -> bytes:
+        return _subkey(self.secret, _KDF_NONCE)
+
+
+def _subkey(key: bytes, context: str, size: int = 32) -> bytes:
+    return blake3.blake3(key, derive_key_context=context).digest(size)
 
 
 def _derive(key: bytes) -> _Key:
-    def sub(context: str, size: int = 32) -> bytes:
-        return blake3.blake3(key, derive_key_context=context).digest(size)
+    return _Key(
+        _subkey(key, _KDF_KEY_ID, KEY_ID_BYTES),
+        _subkey(key, _KDF_TAG),
+        _subkey(key, _KDF_CHECK),
+        key,
+    )
 
-    return _Key(sub(_KDF_KEY_ID, KEY_ID_BYTES), sub(_KDF_TAG), sub(_KDF_CHECK))
+
+def _chacha(key: bytes) -> Any:
+    try:
+        from cryptography.hazmat.primitives.ciphers.aead import ChaCha20Poly1305
+    except ImportError:  # pragma: no cover - depends on the installed extras
+        raise ImportError(
+            "encrypted requestState needs the cryptography package: "
+            "pip install 'mrtr_trio[encrypt]'"
+        ) from None
+    return ChaCha20Poly1305(key)
 
 
 _process_key: bytes | None = None
@@ -377,11 +426,23 @@ def warn_ephemeral(stacklevel: int) -> tuple[bytes, ...]:
     return (ephemeral_key(),)
 
 
+@attrs.frozen
+class Opened:
+    """A token's body, the id of the key that verified it, and its tag (unique per token)."""
+
+    body: bytes
+    key_id: bytes
+    tag: bytes
+
+
 class Keyring:
-    """Signing keys: the first signs, all verify (rotation).
+    """Keys: the first signs, all verify (rotation).
 
     A key's id is derived from the key itself, so the order of the list does not matter to
-    verification. Keys are checked with `check_keys`.
+    verification. Keys are checked with `check_keys`. Tokens come in two formats: signed
+    (version 2: the body in the clear under a BLAKE3 tag) and encrypted (version 3: the body
+    under ChaCha20-Poly1305, the binding and header as associated data); either is opened
+    whatever the runtime mints.
     """
 
     def __init__(self, keys: Sequence[bytes]) -> None:
@@ -394,34 +455,82 @@ class Keyring:
         """The ids of the keys that verify, the signing key first."""
         return (self._signing.key_id, *(i for i in self._by_id if i != self._signing.key_id))
 
-    def sign(self, body: bytes, binding: bytes) -> bytes:
-        """``header | body | tag`` under the signing key."""
-        key = self._signing
-        head = bytes((FORMAT_VERSION,)) + key.key_id
-        header = head + _check(key, head, body)
-        return header + body + _tag(key, binding, header, body)
+    def check_cipher(self) -> None:
+        """Raise ``ImportError`` naming the extra when encryption is not available."""
+        self._signing.cipher  # noqa: B018 - made on first use; this makes it now
 
-    def verify(self, raw: bytes, binding: bytes) -> bytes:
-        """The body of a signed token; [InvalidRequestState][mrtr_trio.InvalidRequestState]
-        unless authentic."""
+    @property
+    def signing_key_id(self) -> bytes:
+        """The id of the key that signs."""
+        return self._signing.key_id
+
+    def sign(self, body: bytes, binding: bytes, *, encrypt: bool = False) -> bytes:
+        """``header | body | tag`` under the signing key (``encrypt``: ``header | nonce |
+        ciphertext | tag``)."""
+        key = self._signing
+        if not encrypt:
+            head = bytes((FORMAT_VERSION,)) + key.key_id
+            header = head + _check(key, head, body)
+            return header + body + _tag(key, binding, header, body)
+        head = bytes((ENCRYPTED_VERSION,)) + key.key_id
+        # A synthetic nonce, as in SIV: a keyed hash of everything, so it never repeats for
+        # different tokens and needs no randomness.
+        nonce = blake3.blake3(binding + head + body, key=key.nonce_key).digest(NONCE_BYTES)
+        sealed: bytes = nonce + key.cipher.encrypt(nonce, body, binding + head)
+        return head + _check(key, head, sealed) + sealed
+
+    def verify(self, raw: bytes, binding: bytes) -> Opened:
+        """The body of an authentic token, with its key id and tag;
+        [InvalidRequestState][mrtr_trio.InvalidRequestState] unless authentic."""
         if len(raw) < _HEADER_BYTES + TAG_BYTES + 1:
             raise InvalidRequestState(f"too short ({len(raw)} bytes)")
-        if raw[0] != FORMAT_VERSION:
-            raise InvalidRequestState(f"unknown format version {raw[0]}")
-        header, body, tag = raw[:_HEADER_BYTES], raw[_HEADER_BYTES:-TAG_BYTES], raw[-TAG_BYTES:]
-        key = self._by_id.get(header[1 : 1 + KEY_ID_BYTES])
+        version = raw[0]
+        if version not in (FORMAT_VERSION, ENCRYPTED_VERSION):
+            raise InvalidRequestState(f"unknown format version {version}")
+        key = self._by_id.get(raw[1 : 1 + KEY_ID_BYTES])
         if key is None:
             raise InvalidRequestState(
-                f"key id {header[1 : 1 + KEY_ID_BYTES].hex()} is not in the keyring"
+                f"key id {raw[1 : 1 + KEY_ID_BYTES].hex()} is not in the keyring"
             )
-        if not hmac.compare_digest(tag, _tag(key, binding, header, body)):
-            head = header[: 1 + KEY_ID_BYTES]
-            if hmac.compare_digest(header[1 + KEY_ID_BYTES :], _check(key, head, body)):
-                raise InvalidRequestState(
-                    "bound to another call (handler, arguments or bind bytes differ)"
-                )
-            raise InvalidRequestState("tag mismatch (tampered, truncated or extended)")
-        return body
+        head, check, rest = (
+            raw[: 1 + KEY_ID_BYTES],
+            raw[1 + KEY_ID_BYTES : _HEADER_BYTES],
+            raw[_HEADER_BYTES:],
+        )
+        if version == FORMAT_VERSION:
+            checked, tag = rest[:-TAG_BYTES], rest[-TAG_BYTES:]  # the body, in the clear
+            if hmac.compare_digest(tag, _tag(key, binding, raw[:_HEADER_BYTES], checked)):
+                return Opened(checked, key.key_id, tag)
+        else:
+            checked = rest  # nonce | ciphertext | tag
+            body = _decrypt(key, rest, binding + head)
+            if body is not None:
+                return Opened(body, key.key_id, rest[-TAG_BYTES:])
+        if hmac.compare_digest(check, _check(key, head, checked)):
+            raise InvalidRequestState(
+                "bound to another call (handler, arguments or bind bytes differ)"
+            )
+        raise InvalidRequestState("tag mismatch (tampered, truncated or extended)")
+
+    def step_key(self, key_id: bytes, material: bytes) -> str:
+        """A step's idempotency key: *material* hashed under the step subkey of the key named
+        *key_id* (the one that verified the flow's token, or the signing key)."""
+        key = self._by_id.get(key_id, self._signing)
+        digest = blake3.blake3(material, key=key.step_key).digest(STEP_KEY_BYTES)
+        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def _decrypt(key: _Key, sealed: bytes, associated: bytes) -> bytes | None:
+    if len(sealed) <= NONCE_BYTES + TAG_BYTES:
+        return None
+    from cryptography.exceptions import InvalidTag
+
+    nonce, ciphertext = sealed[:NONCE_BYTES], sealed[NONCE_BYTES:]
+    try:
+        body: bytes = key.cipher.decrypt(nonce, ciphertext, associated)
+    except InvalidTag:
+        return None
+    return body
 
 
 def _tag(key: _Key, binding: bytes, header: bytes, body: bytes) -> bytes:
@@ -480,12 +589,13 @@ class StateCodec:
     ttl: float
     max_state_bytes: int
     clock: Callable[[], float] = time.time
+    encrypt: bool = False
     _log_rejection: _RejectionLog = attrs.field(factory=_RejectionLog, init=False, repr=False)
 
     def seal(self, cursor: Cursor, binding: bytes) -> str:
         """A token for *cursor* (issue time now, lifetime ``ttl``), bound to *binding*."""
         stamped = attrs.evolve(cursor, issued_at=int(self.clock()), lifetime=math.ceil(self.ttl))
-        raw = self.keyring.sign(encode_cursor(stamped), binding)
+        raw = self.keyring.sign(encode_cursor(stamped), binding, encrypt=self.encrypt)
         token = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
         if len(token) > self.max_state_bytes:
             raise MrtrError(
@@ -494,6 +604,19 @@ class StateCodec:
                 "payloads, fewer rounds) or raise the cap"
             )
         return token
+
+    def reject(self, reason: str) -> NoReturn:
+        """Refuse a token that verified but may not be used (logged like any rejection)."""
+        self._log_rejection(reason)
+        raise InvalidRequestState(reason)
+
+    def step_key(self, cursor: Cursor, binding: bytes, position: int) -> str:
+        """The idempotency key of the step at *position* in *cursor*'s journal (the journal is
+        the one before the step), for the flow bound to *binding*."""
+        material = b"".join(
+            (cursor.flow_id, binding, position.to_bytes(8, "big"), _encode_journal(cursor))
+        )
+        return self.keyring.step_key(cursor.key_id or self.keyring.signing_key_id, material)
 
     def open(self, token: object, binding: bytes, *, check_expiry: bool = True) -> Cursor:
         """The cursor in *token*; [InvalidRequestState][mrtr_trio.InvalidRequestState] (reason
@@ -512,11 +635,12 @@ class StateCodec:
             raise InvalidRequestState(
                 f"{len(token)} bytes, over max_state_bytes={self.max_state_bytes}"
             )
-        body = self.keyring.verify(_strict_b64decode(token), binding)
+        opened = self.keyring.verify(_strict_b64decode(token), binding)
         try:
-            cursor = decode_cursor(body)
+            cursor = decode_cursor(opened.body)
         except ValueError as problem:
             raise InvalidRequestState(f"malformed body ({problem})") from None
+        cursor = attrs.evolve(cursor, key_id=opened.key_id, token_id=opened.tag)
         if not check_expiry:
             return cursor
         now = self.clock()
