@@ -73,7 +73,10 @@ def answered(key: str, request: Any, json: Any) -> Answered:
     return Answered({key: request.fingerprint}, {key: ElicitResult("accept", json["content"])})
 
 
-def modern(cursor: Cursor = Cursor(), responses: Any = None, **rules: Any) -> Replay:
+FIRST_CALL = Cursor(flow_id=b"flow-id!")
+
+
+def modern(cursor: Cursor = FIRST_CALL, responses: Any = None, **rules: Any) -> Replay:
     return Replay("flow", Rules(8, record=True, **rules), cursor, responses)
 
 
@@ -275,7 +278,7 @@ def test_poll_times_out_after_its_deadline() -> None:
     cursor = Cursor((), PendingPoll(step_fp(ready), 1010))
     machine = modern(cursor)
     machine.next(POLL)
-    with pytest.raises(PollTimeout, match="ready.*10 s"):
+    with pytest.raises(PollTimeout, match=r"ready.*10 s"):
         machine.polled(None, 1010.0)
 
 
