@@ -4,6 +4,7 @@ Profiles, under ``trio.run``, the modern round with a 3-answer journal (completi
 checkpointing), the live round, and the trip's last round through an `mrtr_trio.mcp.App`
 in-process; prints for each the functions ranked by own time, the mrtr_trio functions ranked by
 inclusive time, and the own time per component (each mrtr_trio module, trio, cbor2, the SDK...).
+Also the memory of a suspended live flow, by the source line that allocated it (tracemalloc).
 cProfile slows everything it sees about twice, so read the shares, not the microseconds.
 """
 
@@ -23,7 +24,7 @@ from mcp import Client
 
 from mrtr_trio import Runtime
 
-from . import client, core, flows
+from . import client, core, flows, memory
 from .servers import mrtr_app
 
 __all__ = ["main"]
@@ -113,7 +114,7 @@ async def _app_round(session: Client) -> Call:
     return call
 
 
-async def _all(calls: int, top: int) -> None:
+async def _all(calls: int, top: int, memory_flows: int) -> None:
     runtime = Runtime([secrets.token_bytes(32)])
     arguments = core.TRIP_ARGUMENTS
     states = await core.drive(runtime, flows.plan_trip, arguments, keep=(2, 3))
@@ -140,6 +141,10 @@ async def _all(calls: int, top: int) -> None:
         return await runtime.run_live(flows.plan_trip, arguments, ask)
 
     await _profile("Live flow, 4 rounds (run_live, in-memory ask)", live, calls // 4, top)
+    print(f"\n## Memory of a suspended live flow, by allocation site ({memory_flows} flows)\n")
+    for site, size in await memory.allocation_sites(memory_flows, top):
+        print(f"  {size:8.1f} B/flow  {site}")
+
     target = mrtr_app.target()
     async with Client(target, mode="2026-07-28", elicitation_callback=client.answer) as session:
         title = "App, the trip's last round in-process (replay 2, answer, complete)"
@@ -150,8 +155,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.hotspots", description=__doc__)
     parser.add_argument("--calls", type=int, default=4000)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--flows", type=int, default=2000, help="suspended flows for memory")
     options = parser.parse_args()
-    trio.run(_all, options.calls, options.top)
+    trio.run(_all, options.calls, options.top, options.flows)
 
 
 if __name__ == "__main__":

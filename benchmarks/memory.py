@@ -18,7 +18,7 @@ import sys
 import tracemalloc
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -26,11 +26,13 @@ from mrtr_trio import Runtime
 
 from . import flows
 
-__all__ = ["KINDS", "measure", "per_flow"]
+__all__ = ["KINDS", "allocation_sites", "measure", "per_flow"]
 
 KINDS = ("mrtr_trio", "bare")
 METHODS = ("tracemalloc", "rss")
 ROOT = Path(__file__).resolve().parent.parent
+M = TypeVar("M")
+T = TypeVar("T")
 
 
 def _resident_bytes() -> int:
@@ -84,32 +86,64 @@ def _bare_task(gate: _Gate) -> tuple[Callable[..., Awaitable[Any]], tuple[Any, .
     return task, ()
 
 
-async def _suspended(kind: str, count: int, method: str) -> float:
+async def _while_suspended(
+    kind: str, count: int, before: Callable[[], M], after: Callable[[M], T]
+) -> T:
+    """``after(before())``, with *count* flows of *kind* suspended in between."""
     gate = _Gate(count)
     task, arguments = _flow_task(gate) if kind == "mrtr_trio" else _bare_task(gate)
     gc.collect()
-    if method == "tracemalloc":
-        tracemalloc.start()
-        before = tracemalloc.get_traced_memory()[0]
-    else:
-        before = _resident_bytes()
+    mark = before()
     async with trio.open_nursery() as nursery:
         for _ in range(count):
             nursery.start_soon(task, *arguments)
         await gate.all_in.wait()
         gc.collect()
-        if method == "tracemalloc":
-            used = tracemalloc.get_traced_memory()[0] - before
-            tracemalloc.stop()
-        else:
-            used = _resident_bytes() - before
+        result = after(mark)
         gate.release.set()
-    return used / count
+    return result
+
+
+def _traced() -> int:
+    tracemalloc.start()
+    return tracemalloc.get_traced_memory()[0]
+
+
+def _traced_since(mark: int) -> int:
+    used = tracemalloc.get_traced_memory()[0] - mark
+    tracemalloc.stop()
+    return used
+
+
+def _resident_since(mark: int) -> int:
+    return _resident_bytes() - mark
+
+
+def _snapshot() -> tracemalloc.Snapshot:
+    tracemalloc.start()
+    return tracemalloc.take_snapshot()
+
+
+def _growth_since(mark: tracemalloc.Snapshot) -> list[tracemalloc.StatisticDiff]:
+    growth = tracemalloc.take_snapshot().compare_to(mark, "lineno")
+    tracemalloc.stop()
+    return growth
 
 
 def measure(kind: str, count: int, method: str) -> float:
     """Bytes per suspended flow, measured in this process."""
-    return trio.run(_suspended, kind, count, method)
+    if method == "tracemalloc":
+        used = trio.run(_while_suspended, kind, count, _traced, _traced_since)
+    else:
+        used = trio.run(_while_suspended, kind, count, _resident_bytes, _resident_since)
+    return used / count
+
+
+async def allocation_sites(count: int, top: int) -> list[tuple[str, float]]:
+    """Where a suspended live flow's memory is allocated: the *top* source lines by bytes per
+    flow (in this process, for `benchmarks.hotspots`)."""
+    growth = await _while_suspended("mrtr_trio", count, _snapshot, _growth_since)
+    return [(str(diff.traceback[0]), diff.size_diff / count) for diff in growth[:top]]
 
 
 def per_flow(count: int) -> dict[str, dict[str, float]]:
