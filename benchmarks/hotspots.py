@@ -1,9 +1,10 @@
 """``python -m benchmarks.hotspots``: where a round's time goes, by cProfile.
 
 Profiles, under ``trio.run``, the modern round with a 3-answer journal (completing and
-checkpointing), the live round, and the trip's last round through an `mrtr_trio.mcp.App`
-in-process; prints for each the functions ranked by own time, the mrtr_trio functions ranked by
-inclusive time, and the own time per component (each mrtr_trio module, trio, cbor2, the SDK...).
+checkpointing), the live round, and through an `mrtr_trio.mcp.App` in-process the trip's last
+modern round and a whole legacy trip. For each it prints the functions ranked by own time, the
+mrtr_trio functions ranked by inclusive time, and the own time per component (each mrtr_trio
+module, trio, cbor2, the SDK...).
 Also the memory of a suspended live flow, by the source line that allocated it (tracemalloc).
 cProfile slows everything it sees about twice, so read the shares, not the microseconds.
 """
@@ -149,6 +150,15 @@ async def _all(calls: int, top: int, memory_flows: int) -> None:
     async with Client(target, mode="2026-07-28", elicitation_callback=client.answer) as session:
         title = "App, the trip's last round in-process (replay 2, answer, complete)"
         await _profile(title, await _app_round(session), calls // 4, top)
+    async with Client(target, mode="legacy", elicitation_callback=client.answer) as session:
+
+        async def legacy_trip() -> Any:
+            result = await session.call_tool("trip", {"traveller": flows.TRAVELLER})
+            assert not result.is_error
+            return result
+
+        title = "App, a whole legacy trip in-process (client and server both profiled)"
+        await _profile(title, legacy_trip, calls // 8, top)
 
 
 def main() -> None:
