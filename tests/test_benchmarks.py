@@ -94,8 +94,15 @@ def test_sane_output_passes_and_insane_output_is_named() -> None:
     assert any("bare task" in problem for problem in insane(lean))
 
 
-def test_a_flat_line_may_fit_a_slightly_negative_slope() -> None:
+def test_a_flat_line_may_fit_a_slightly_negative_slope_and_rss_may_shrink() -> None:
     assert insane({"journal": {"slopes_us": {"sdk-handbuilt": -0.5}}}) == []
+    memory = {
+        "flows": 10,
+        "mrtr_trio": {"tracemalloc": 3.0, "rss": -4096.0},
+        "bare": {"tracemalloc": 2.0},
+    }
+    assert insane({"memory": memory}) == []
+    assert insane({"memory": dict(memory, flows=-1)}) == ["memory.flows = -1"]
 
 
 def test_stats_summarise_samples() -> None:
