@@ -171,7 +171,9 @@ def _meta_line(meta: dict[str, Any]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="small counts; fail only on errors")
-    parser.add_argument("--out", type=Path, help="where JSON and the plot go (full: docs/)")
+    parser.add_argument(
+        "--out", type=Path, help="where JSON and the plot go (a complete full run: docs/)"
+    )
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
     parser.add_argument(
         "--baseline", action="store_true", help="also record this run as the baseline in the docs"
@@ -179,7 +181,9 @@ def main() -> int:
     options = parser.parse_args()
     plan = QUICK if options.quick else FULL
     sections = tuple(options.only or SECTIONS)
-    out = options.out or (Path(tempfile.mkdtemp(prefix="mrtr-bench-")) if options.quick else DOCS)
+    # Only a complete full run writes into docs/ by default.
+    complete = not options.quick and set(sections) == set(SECTIONS)
+    out = options.out or (DOCS if complete else Path(tempfile.mkdtemp(prefix="mrtr-bench-")))
     out.mkdir(parents=True, exist_ok=True)
 
     results = run(plan, sections)
@@ -207,7 +211,7 @@ def main() -> int:
     if problems:
         print("\nINSANE OUTPUT:\n  " + "\n  ".join(problems), file=sys.stderr)
         return 2
-    if enforced and set(sections) == set(SECTIONS) and out == DOCS:
+    if complete and out == DOCS:
         block = f"_{_meta_line(results['meta'])}_\n\n" + "\n\n".join(t.markdown() for t in rendered)
         replace_block(DOCS / "benchmarks.md", "latest", block)
         if options.baseline:
