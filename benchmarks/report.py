@@ -47,7 +47,7 @@ def _us(stats: Mapping[str, float] | None) -> str:
 
 
 def _num(value: float) -> str:
-    if value >= 100:
+    if isinstance(value, int) or value >= 100:
         return f"{value:,.0f}"
     if value >= 10:
         return f"{value:.1f}"
