@@ -93,8 +93,8 @@ class Context:
         self._era: Era = era
         self._machine = machine
         self._host = host
-        caps = ALL_CAPABILITIES if client_capabilities is None else client_capabilities
-        self._capabilities = dict(caps)
+        # Kept as given (no copy per flow); handlers get a copy when they ask.
+        self._capabilities = ALL_CAPABILITIES if client_capabilities is None else client_capabilities
         self._push = push
         self._pushes = 0
         self._input_responses: dict[str, Answer] | None = None
@@ -111,7 +111,7 @@ class Context:
     @property
     def client_capabilities(self) -> dict[str, Any]:
         """The client's declared capabilities (all of them when the host did not say)."""
-        return self._capabilities
+        return dict(self._capabilities)
 
     @property
     def input_responses(self) -> Mapping[str, Answer] | None:

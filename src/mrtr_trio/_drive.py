@@ -20,7 +20,7 @@ from typing import Any
 import trio
 
 from ._errors import MrtrError
-from ._flow import Flow, Need, Step
+from ._flow import Flow, Step
 from ._replay import Feed, Finish, Replay, RunPoll, RunStep, Suspend
 from ._steps import call
 
@@ -47,55 +47,41 @@ async def drive(
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
+    # One frame for the whole loop: a suspended live flow keeps it, and every frame costs
+    # memory per flow.
     try:
-        action = await _run(flow, machine, turn, run_step, now)
+        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+    except RuntimeError:  # not under trio: no scopes to guard
+        task = None
+    marks = trio_scope_marks(task)
+    try:
+        need = await flow.start()
+        while True:
+            if trio_scope_marks(task) != marks:
+                _scope_error(flow)
+            action = machine.next(need)
+            kind = type(action)
+            while kind is not Feed:
+                if kind is RunStep:
+                    action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
+                elif kind is RunPoll:
+                    poll = action.poll  # type: ignore[union-attr]
+                    action = machine.polled(await call(poll.fn, poll.args), now())
+                elif kind is Suspend and turn is not None:
+                    action = machine.answered(await turn(action))  # type: ignore[arg-type]
+                else:  # a Finish, or a Suspend with no one to wait for it
+                    break
+                kind = type(action)
+            if kind is not Feed:
+                break
+            need = await flow.resume(action.value)  # type: ignore[union-attr]
     except BaseException:
         await flow.aclose()
         raise
     error = await flow.aclose()
     if error is not None:
         raise error
-    return action
-
-
-async def _run(
-    flow: Flow,
-    machine: Replay,
-    turn: Turn | None,
-    run_step: StepRunner,
-    now: Callable[[], float],
-) -> Finish | Suspend:
-    try:
-        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
-    except RuntimeError:  # not under trio: no scopes to guard
-        task = None
-    marks = trio_scope_marks(task)
-
-    async def resume(value: Any) -> Need:
-        need = await flow.resume(value)
-        if trio_scope_marks(task) != marks:
-            _scope_error(flow)
-        return need
-
-    need = await flow.start()
-    if trio_scope_marks(task) != marks:
-        _scope_error(flow)
-    action = machine.next(need)
-    while True:
-        kind = type(action)
-        if kind is Feed:
-            action = machine.next(await resume(action.value))  # type: ignore[union-attr]
-        elif kind is RunStep:
-            action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
-        elif kind is RunPoll:
-            poll = action.poll  # type: ignore[union-attr]
-            action = machine.polled(await call(poll.fn, poll.args), now())
-        elif kind is Suspend:
-            if turn is None:
-                return action  # type: ignore[return-value]
-            action = machine.answered(await turn(action))  # type: ignore[arg-type]
-        else:
-            return action  # type: ignore[return-value]
+    return action  # type: ignore[return-value]
 
 
 def trio_scope_marks(task: trio.lowlevel.Task | None) -> tuple[object, int]:

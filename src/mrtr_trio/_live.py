@@ -13,7 +13,7 @@ handler's state-only turn (the legacy shim) sleeps ``state_only_pacing``. Push-s
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -38,15 +38,18 @@ __all__ = ["AskFunction", "run_live"]
 AskFunction = Callable[[str, Request], Awaitable[Any]]
 
 
-async def run_live(
+def run_live(
     runtime: Runtime,
     handler: Handler,
     arguments: Mapping[str, Any],
     ask: AskFunction | None,
     client_capabilities: Mapping[str, Any] | None,
     host: Host | None = None,
-) -> Any:
-    """Run *handler* to completion on a live session and return its value.
+) -> Coroutine[Any, Any, Finish | Suspend]:
+    """The drive of *handler* on a live session: await it for the `Finish` it ends with.
+
+    (A plain function that sets the flow up and returns the drive itself, so that a suspended
+    flow keeps no frame of its own here.)
 
     ``ask=None`` means the session has no back channel: asks fail with
     [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable] (before any capability check),
@@ -64,9 +67,7 @@ async def run_live(
     turns = _Turns(runtime, machine, ask, replayable)
     ctx = Context("legacy", client_capabilities, machine=machine, push=turns.push, host=host)
     flow = open_flow(handler, ctx, arguments)
-    action = await drive(flow, machine, turns, _run_step, trio.current_time)
-    assert isinstance(action, Finish)  # with a turn, drive only stops there
-    return action.value
+    return drive(flow, machine, turns, _run_step, trio.current_time)
 
 
 async def _run_step(step: Step) -> Any:
@@ -103,19 +104,6 @@ class _Turns:
         if not requests:  # the shim's state-only round: a paced round trip
             await trio.sleep(self._runtime.state_only_pacing)
             return {}
-        return await self._fan_out(requests)
-
-    async def push(self, key: str, request: Request) -> Answer:
-        """A push-style ``ctx.elicit(...)`` and friends: one request, asked like any other."""
-        action = self._machine.push({key: request})
-        while True:
-            reply = self._machine.answered(await self(action))
-            if type(reply) is Feed:
-                return reply.value[key]  # type: ignore[no-any-return]
-            assert type(reply) is Suspend
-            action = reply
-
-    async def _fan_out(self, requests: Mapping[str, Request]) -> dict[str, Any]:
         ask = self._ask
         if ask is None:
             kinds = ", ".join(sorted({r.method for r in requests.values()}))
@@ -138,6 +126,16 @@ class _Turns:
             f"{self._machine.rounds} ({', '.join(requests)}) within "
             f"round_timeout={self._runtime.round_timeout} s"
         )
+
+    async def push(self, key: str, request: Request) -> Answer:
+        """A push-style ``ctx.elicit(...)`` and friends: one request, asked like any other."""
+        action = self._machine.push({key: request})
+        while True:
+            reply = self._machine.answered(await self(action))
+            if type(reply) is Feed:
+                return reply.value[key]  # type: ignore[no-any-return]
+            assert type(reply) is Suspend
+            action = reply
 
 
 async def _ask_all(ask: AskFunction, requests: Mapping[str, Request]) -> dict[str, Any]:

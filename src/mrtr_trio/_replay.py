@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import logging
 import math
+from types import MappingProxyType
 from collections.abc import Callable, Mapping
 from typing import Any, Final, NoReturn
 
@@ -157,6 +158,9 @@ TRANSITIONS: Final[dict[_Phase, dict[str, _Phase]]] = {
 
 # ------------------------------------------------------------------------------ actions
 
+#: An empty mapping shared by every action and machine that has nothing to hold.
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
 
 @attrs.frozen
 class Feed:
@@ -189,7 +193,7 @@ class Suspend:
     requests and no ``retry_after``: a pause."""
 
     requests: Mapping[str, Request]
-    problems: Mapping[str, str] = attrs.field(factory=dict)
+    problems: Mapping[str, str] = _NOTHING
     retry_after: float | None = None
 
 
@@ -276,9 +280,10 @@ class Replay:
         self._responses = responses
         self._replayable = replayable
         self._position = 0
-        self._recorded: list[Entry] = []
+        # What the flow passes beyond the journal, when it is to be checkpointed.
+        self._recorded: list[Entry] | tuple[()] = [] if rules.record else ()
         self._asking: Ask | None = None  # the ask the client is answering
-        self._kept: dict[str, Answer] = {}  # its answers so far
+        self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
         self._running: Step | Poll | None = None
         self._polling: PendingPoll | None = None
         if self._journal:
@@ -364,7 +369,7 @@ class Replay:
         [answered][mrtr_trio._replay.Replay.answered] returns, and nothing is journaled."""
         if self.phase is not LIVE:
             return self._unexpected("a push-style ask")
-        return self._suspend(Ask(requests), requests, {}, {})
+        return self._suspend(Ask(requests), requests, _NOTHING, _NOTHING)
 
     def checkpoint(self) -> Cursor:
         """Where the flow stands while the client takes its turn, for a token."""
@@ -440,12 +445,12 @@ class Replay:
                     self._journal_entry(PAUSED, "pause with no turn to give")
                     return Feed({})
                 self._payload = ask.payload
-                return self._suspend(ask, {}, {}, {})
+                return self._suspend(ask, _NOTHING, _NOTHING, _NOTHING)
             if self._responses is not None:  # a first call: its first ask reads them
                 responses, self._responses = self._responses, None
                 return self._take(ask, {}, responses, "ask answered by this call")
             self._payload = ask.payload
-            return self._suspend(ask, ask.requests, {}, {})
+            return self._suspend(ask, ask.requests, _NOTHING, _NOTHING)
         if kind is Step:
             self._running = need  # type: ignore[assignment]
             return RunStep(need)  # type: ignore[arg-type]
@@ -469,7 +474,7 @@ class Replay:
         if again:
             self._payload = ask.payload
             return self._suspend(ask, again, answers, problems)
-        self._asking, self._kept = None, {}
+        self._asking, self._kept = None, _NOTHING
         if self._replayable and self.rules.record:
             self._recorded.append(Answered(ask.fingerprints, dict(answers)))
         self._go(event)
@@ -479,8 +484,8 @@ class Replay:
         self,
         ask: Ask,
         to_ask: Mapping[str, Request],
-        kept: dict[str, Answer],
-        problems: dict[str, str],
+        kept: Mapping[str, Answer],
+        problems: Mapping[str, str],
     ) -> Suspend:
         rules = self.rules
         if to_ask and rules.client_capabilities is not None:
@@ -512,6 +517,8 @@ class Replay:
                 self.name,
                 "; ".join(f"the answer to {key!r} {text}" for key, text in problems.items()),
             )
+        if not problems:
+            return Suspend(to_ask)
         return Suspend(
             {key: _explained(r, problems.get(key)) for key, r in to_ask.items()}, problems
         )

@@ -14,6 +14,7 @@ from ._flow import Handler, is_generator_handler
 from ._journal import Pending, PendingPoll, qualified_name
 from ._live import AskFunction, run_live
 from ._modern import Complete, InputRequired, advance
+from ._replay import Finish
 from ._steps import StepStore
 from ._token import Keyring, StateCodec, binding_digest, check_keys, warn_ephemeral
 from ._values import Request
@@ -222,7 +223,9 @@ class Runtime:
         """
         if ask is not None and not callable(ask):
             raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
-        return await run_live(self, handler, arguments, ask, client_capabilities, host=host)
+        finish = await run_live(self, handler, arguments, ask, client_capabilities, host=host)
+        assert isinstance(finish, Finish)  # with a turn to wait for, a drive only stops there
+        return finish.value
 
     def inspect(
         self,
