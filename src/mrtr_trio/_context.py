@@ -94,7 +94,9 @@ class Context:
         self._machine = machine
         self._host = host
         # Kept as given (no copy per flow); handlers get a copy when they ask.
-        self._capabilities = ALL_CAPABILITIES if client_capabilities is None else client_capabilities
+        self._capabilities = (
+            ALL_CAPABILITIES if client_capabilities is None else client_capabilities
+        )
         self._push = push
         self._pushes = 0
         self._input_responses: dict[str, Answer] | None = None

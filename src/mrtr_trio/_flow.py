@@ -198,10 +198,12 @@ def input_required(
 @attrs.frozen
 class Ask:
     """Answers from the client for ``requests`` (empty: a pause). ``payload`` is the
-    return-style state to carry to the next round."""
+    return-style state to carry to the next round. ``single``: one request yielded on its own,
+    whose answer (not a dict of answers) goes back to the handler."""
 
     requests: Mapping[str, Request]
     payload: Any = None
+    single: bool = False
 
     @property
     def fingerprints(self) -> dict[str, bytes]:
@@ -280,34 +282,23 @@ def open_flow(
     return ReturnFlow(handler, ctx, arguments, pending, payload)
 
 
-# What a generator receives for the need it yielded: a single request gets its answer, a pause
-# gets None, a batch the dict and a step or poll its value.
-_AS_IS = object()
-_NOTHING = object()
-
-
 class GeneratorFlow(Flow):
     """A yield-style handler: an async generator kept suspended between needs."""
 
-    __slots__ = ("_agen", "_reply", "_singles")
+    __slots__ = ("_agen", "_paused", "_singles")
     replayable = True
 
     def __init__(self, handler: Handler, ctx: Context, arguments: Mapping[str, Any]) -> None:
         self.name = qualified_name(handler)
         self._agen = handler(ctx, **arguments)
         self._singles = 0
-        self._reply: Any = _AS_IS
+        self._paused = False  # a pause's turn gives the handler None
 
     async def start(self) -> Need:
         return await self._send(None)
 
     async def resume(self, value: Any) -> Need:
-        reply = self._reply
-        if reply is _NOTHING:
-            value = None
-        elif reply is not _AS_IS:
-            value = value[reply]
-        return await self._send(value)
+        return await self._send(None if self._paused else value)
 
     async def _send(self, value: Any) -> Need:
         try:
@@ -315,16 +306,16 @@ class GeneratorFlow(Flow):
         except StopAsyncIteration:
             return Done(None)
         kind = type(yielded)
-        self._reply = _AS_IS
+        self._paused = False
         if kind in _YIELDED_AS_IS:
             return yielded  # type: ignore[no-any-return]
         if kind in REQUEST_TYPES:
-            key = f"input-{self._singles}"
-            self._singles += 1
-            self._reply = key
-            return Ask({key: yielded})
+            singles = self._singles
+            key = _SINGLE_KEYS[singles] if singles < len(_SINGLE_KEYS) else f"input-{singles}"
+            self._singles = singles + 1
+            return Ask({key: yielded}, None, True)
         if kind is Pause:
-            self._reply = _NOTHING
+            self._paused = True
             return PAUSE
         if isinstance(yielded, Mapping):
             _check_batch(yielded, f"{self.name} yielded a dict that")
@@ -352,6 +343,7 @@ class GeneratorFlow(Flow):
 
 
 _YIELDED_AS_IS = frozenset({Step, Poll, Done})
+_SINGLE_KEYS = tuple(f"input-{n}" for n in range(64))
 
 
 def _log_close_error(name: str, error: BaseException) -> BaseException:

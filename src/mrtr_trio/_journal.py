@@ -2,8 +2,8 @@
 can be remembered at all.
 
 A **journal** has one entry per yield the client has already seen through: an `Answered`
-entry holds the answers to an ask (none for a ``pause()``), a `StepResult` the value of a
-``step`` or ``poll``. Each entry carries the short fingerprint of the request or step it
+entry holds the answers to an ask (none for a ``pause()``; `AnsweredOne` for a request yielded
+on its own, the common case), a `StepResult` the value of a ``step`` or ``poll``. Each entry carries the short fingerprint of the request or step it
 answers, so a replay can tell that the handler now does something else. The **pending** point is
 the yield the client is answering this round (`Pending`, or `PendingPoll` for a ``poll``
 waiting on the outside world). A `Cursor` holds both, with the round count and the
@@ -32,6 +32,7 @@ __all__ = [
     "MAX_DEPTH",
     "NOTHING_SEALED",
     "Answered",
+    "AnsweredOne",
     "Cursor",
     "Entry",
     "PAUSED",
@@ -93,6 +94,15 @@ class Answered:
 
 
 @attrs.frozen
+class AnsweredOne:
+    """An ask of one request (a request yielded bare, under its generated key), answered."""
+
+    key: str
+    fingerprint: bytes
+    answer: Answer
+
+
+@attrs.frozen
 class StepResult:
     """A ``step`` that ran, or a ``poll`` that ended: its fingerprint and its (CBOR-normalised)
     value."""
@@ -101,7 +111,7 @@ class StepResult:
     value: Any
 
 
-Entry: TypeAlias = Answered | StepResult
+Entry: TypeAlias = Answered | AnsweredOne | StepResult
 
 #: The journal entry of a pause.
 PAUSED = Answered({}, {})
@@ -219,13 +229,14 @@ def recordable(value: Any, what: str) -> Any:
         ) from None
 
 
-def record_problem(value: Any) -> str | None:
+def record_problem(value: Any, depth: bool = True) -> str | None:
     """Why *value* could not be recorded in a token and read back (too deep, a type with no
-    plain CBOR form, a string that is not valid Unicode), or ``None`` when it can."""
+    plain CBOR form, a string that is not valid Unicode), or ``None`` when it can.
+    *depth=False* skips the depth check, for a value known to be shallow."""
     try:
         encoded = cbor2.dumps(value)
         # Every level of nesting takes at least a byte: a short value cannot be too deep.
-        if len(encoded) > _VALUE_DEPTH:
+        if depth and len(encoded) > _VALUE_DEPTH:
             strict_loads(encoded, _VALUE_DEPTH)
     except _UNRECORDABLE as problem:
         return str(problem)

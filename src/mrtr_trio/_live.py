@@ -133,7 +133,7 @@ class _Turns:
         while True:
             reply = self._machine.answered(await self(action))
             if type(reply) is Feed:
-                return reply.value[key]  # type: ignore[no-any-return]
+                return reply.value[key]  # type: ignore[no-any-return]  # a batch of one
             assert type(reply) is Suspend
             action = reply
 

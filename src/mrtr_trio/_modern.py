@@ -21,6 +21,7 @@ from ._errors import InvalidInputResponse, StepStoreUnavailable
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
 from ._replay import Finish, Replay, Rules
+from ._schema import is_mapping
 from ._steps import StepStore, call_step
 from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
 from ._values import Request
@@ -122,13 +123,13 @@ def _once(make: Callable[[], str]) -> Callable[[], str]:
 
 
 def _check_arguments(arguments: object) -> None:
-    if not isinstance(arguments, Mapping) or not all(isinstance(k, str) for k in arguments):
+    if not is_mapping(arguments) or not all(type(k) is str for k in arguments):
         raise TypeError(f"arguments must be a dict with str keys, got {arguments!r}")
 
 
 def _check_responses(responses: object) -> None:
     if responses is not None and (
-        not isinstance(responses, Mapping) or not all(isinstance(k, str) for k in responses)
+        not is_mapping(responses) or not all(type(k) is str for k in responses)
     ):
         raise InvalidInputResponse(
             f"inputResponses must be an object mapping keys to answers, got {responses!r}"

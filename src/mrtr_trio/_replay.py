@@ -41,9 +41,9 @@ from __future__ import annotations
 
 import logging
 import math
-from types import MappingProxyType
 from collections.abc import Callable, Mapping
-from typing import Any, Final, NoReturn
+from types import MappingProxyType
+from typing import Any, Final, NoReturn, cast
 
 import attrs
 
@@ -60,6 +60,7 @@ from ._journal import (
     NOTHING_SEALED,
     PAUSED,
     Answered,
+    AnsweredOne,
     Cursor,
     Entry,
     Pending,
@@ -74,6 +75,7 @@ from ._journal import (
 from ._values import (
     Answer,
     ElicitRequest,
+    ElicitResult,
     Request,
     content_problems_for,
     missing_capabilities,
@@ -281,7 +283,8 @@ class Replay:
         self._replayable = replayable
         self._position = 0
         # What the flow passes beyond the journal, when it is to be checkpointed.
-        self._recorded: list[Entry] | tuple[()] = [] if rules.record else ()
+        # (Without a checkpoint to make, an empty tuple stands in: nothing is appended.)
+        self._recorded: list[Entry] = [] if rules.record else cast("list[Entry]", ())
         self._asking: Ask | None = None  # the ask the client is answering
         self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
         self._running: Step | Poll | None = None
@@ -386,19 +389,29 @@ class Replay:
                 dict(self._kept),
                 None if self._replayable else ask.requests,
             )
-        return attrs.evolve(
-            self.so_far(), pending=pending, rounds=self.rounds, payload=self._payload
-        )
+        return self.so_far(pending)
 
-    def so_far(self) -> Cursor:
+    def so_far(self, pending: Pending | PendingPoll | None = None) -> Cursor:
         """The journal up to the current need, with the flow's identity (what a step's
-        idempotency key is derived from, and what a checkpoint extends)."""
+        idempotency key is derived from), and with *pending* what a checkpoint holds."""
         cursor = self._cursor
-        journal = self._journal[: self._position] + tuple(self._recorded)
+        journal = self._journal
+        if self._position < len(journal):
+            journal = journal[: self._position]
+        if self._recorded:
+            journal = journal + tuple(self._recorded)
         # The token this call came with holds the journal it replayed, encoded: reuse that,
         # unless the flow diverged from it.
         sealed = cursor.sealed if self._position == len(self._journal) else NOTHING_SEALED
-        return Cursor(journal, flow_id=cursor.flow_id, sealed=sealed, key_id=cursor.key_id)
+        return Cursor(
+            journal,
+            pending,
+            self.rounds,
+            self._payload,
+            flow_id=cursor.flow_id,
+            sealed=sealed,
+            key_id=cursor.key_id,
+        )
 
     # ------------------------------------------------------------------------ the phases
 
@@ -475,9 +488,15 @@ class Replay:
             self._payload = ask.payload
             return self._suspend(ask, again, answers, problems)
         self._asking, self._kept = None, _NOTHING
+        self._go(event)
+        if ask.single:
+            ((key, request),) = ask.requests.items()
+            answer = answers[key]
+            if self.rules.record:
+                self._recorded.append(AnsweredOne(key, request.fingerprint, answer))
+            return Feed(answer)
         if self._replayable and self.rules.record:
             self._recorded.append(Answered(ask.fingerprints, dict(answers)))
-        self._go(event)
         return Feed(answers)
 
     def _suspend(
@@ -577,9 +596,15 @@ class Replay:
 def _recorded_value(entry: Entry, need: Need) -> Any:
     """What the journal gives back for *need*, or ``_MISMATCH``."""
     kind = type(need)
-    if kind is Ask and type(entry) is Answered:
-        if need.fingerprints == entry.fingerprints:  # type: ignore[union-attr]
-            return dict(entry.answers)  # a copy: a batch's dict goes to the handler
+    if kind is Ask:
+        entry_kind = type(entry)
+        if need.single:  # type: ignore[union-attr]
+            if entry_kind is AnsweredOne:
+                request = need.requests.get(entry.key)  # type: ignore[union-attr]
+                if request is not None and request.fingerprint == entry.fingerprint:  # type: ignore[union-attr]
+                    return entry.answer  # type: ignore[union-attr]
+        elif entry_kind is Answered and need.fingerprints == entry.fingerprints:  # type: ignore[union-attr]
+            return dict(entry.answers)  # type: ignore[union-attr]  # a copy: the handler gets it
     elif (
         (kind is Step or kind is Poll)
         and type(entry) is StepResult
@@ -592,6 +617,8 @@ def _recorded_value(entry: Entry, need: Need) -> Any:
 def _describe_entry(entry: Entry) -> str:
     if isinstance(entry, StepResult):
         return f"a step ({describe_fingerprint(entry.fingerprint)})"
+    if isinstance(entry, AnsweredOne):
+        return f"{entry.key!r} ({describe_fingerprint(entry.fingerprint)})"
     if not entry.fingerprints:
         return "pause()"
     return ", ".join(
@@ -657,7 +684,12 @@ def collect_answers(
             answer = parse_answer(request, responses[key])
         except InvalidInputResponse as error:
             raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
-        problem = record_problem(answer.to_wire())  # both eras: what a token could not hold
+        # Both eras: what a token could not hold. Form content is flat (parse_answer checked
+        # it): only its strings can fail.
+        if isinstance(answer, ElicitResult):
+            problem = None if answer.content is None else record_problem(answer.content, False)
+        else:
+            problem = record_problem(answer.to_wire())
         if problem is not None:
             raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
         wrong = content_problems_for(request, answer)

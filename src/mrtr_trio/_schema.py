@@ -15,10 +15,10 @@ import datetime
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlsplit
 
-__all__ = ["check_schema", "content_problems", "is_int", "is_number"]
+__all__ = ["check_schema", "content_problems", "is_int", "is_mapping", "is_number"]
 
 _PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean", "array"})
 _STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
@@ -181,6 +181,12 @@ def _has_format(fmt: str, value: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def is_mapping(value: object) -> TypeGuard[Mapping[str, Any]]:
+    """A JSON object: a ``dict`` (checked first: it is what a client's JSON gives) or any other
+    ``Mapping``."""
+    return type(value) is dict or isinstance(value, Mapping)
 
 
 def is_int(value: object) -> bool:

@@ -43,6 +43,7 @@ from ._errors import InvalidRequestState, MrtrError
 from ._journal import (
     PAUSED,
     Answered,
+    AnsweredOne,
     Cursor,
     Entry,
     Pending,
@@ -181,10 +182,10 @@ def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
     """The entry's CBOR value, and the count of single-ask entries after it."""
     if isinstance(entry, StepResult):
         return [entry.fingerprint, entry.value], singles
-    keys = list(entry.fingerprints)
-    if keys == [f"input-{singles}"]:
-        (key,) = keys
-        return [entry.fingerprints[key], *_answer_fields(entry.answers[key])], singles + 1
+    if isinstance(entry, AnsweredOne):
+        if entry.key == f"input-{singles}":
+            return [entry.fingerprint, *_answer_fields(entry.answer)], singles + 1
+        entry = Answered({entry.key: entry.fingerprint}, {entry.key: entry.answer})
     return {
         key: [fp, *_answer_fields(entry.answers[key])] for key, fp in entry.fingerprints.items()
     }, singles
@@ -203,10 +204,10 @@ def _entries_from_cbor(data: Any) -> tuple[tuple[Entry, ...], int]:
                 (value,) = item[1:]
                 entries.append(StepResult(fp, value))
                 continue
-            key = f"input-{singles}"
+            entries.append(
+                AnsweredOne(f"input-{singles}", fp, _answer_from_fields(fp[0], item[1:]))
+            )
             singles += 1
-            answer = _answer_from_fields(fp[0], item[1:])
-            entries.append(Answered({key: fp}, {key: answer}))
         elif not item:
             entries.append(PAUSED)
         else:
@@ -294,13 +295,15 @@ def _is_time(value: Any) -> bool:
     return type(value) is int and 0 <= value < _MAX_TIME
 
 
-def encode_cursor(cursor: Cursor) -> bytes:
-    """The cursor as compact CBOR."""
+def encode_cursor(
+    cursor: Cursor, issued_at: int | None = None, lifetime: int | None = None
+) -> bytes:
+    """The cursor as compact CBOR (stamped with *issued_at* and *lifetime* when given)."""
     return cbor2.dumps(
         [
             cursor.rounds,
-            cursor.issued_at,
-            cursor.lifetime,
+            cursor.issued_at if issued_at is None else issued_at,
+            cursor.lifetime if lifetime is None else lifetime,
             _encode_journal(cursor),
             _pending_to_cbor(cursor.pending),
             cursor.payload,
@@ -309,8 +312,9 @@ def encode_cursor(cursor: Cursor) -> bytes:
     )
 
 
-def decode_cursor(body: bytes) -> Cursor:
-    """The cursor from its CBOR; ``ValueError`` when the body is not one."""
+def decode_cursor(body: bytes, key_id: bytes = b"", token_id: bytes = b"") -> Cursor:
+    """The cursor from its CBOR (read from the token *token_id*, verified by the key *key_id*);
+    ``ValueError`` when the body is not one."""
     try:
         rounds, issued_at, lifetime, journal, pending, payload, flow_id = strict_loads(body)
         if not all(_is_time(n) for n in (rounds, issued_at, lifetime)):
@@ -330,6 +334,8 @@ def decode_cursor(body: bytes) -> Cursor:
             lifetime,
             flow_id,
             sealed,
+            key_id,
+            token_id,
         )
     except ValueError:
         raise
@@ -534,16 +540,11 @@ def _decrypt(key: _Key, sealed: bytes, associated: bytes) -> bytes | None:
 
 
 def _tag(key: _Key, binding: bytes, header: bytes, body: bytes) -> bytes:
-    hasher = blake3.blake3(binding, key=key.tag_key)
-    hasher.update(header)
-    hasher.update(body)
-    return hasher.digest(TAG_BYTES)
+    return blake3.blake3(b"".join((binding, header, body)), key=key.tag_key).digest(TAG_BYTES)
 
 
 def _check(key: _Key, head: bytes, body: bytes) -> bytes:
-    hasher = blake3.blake3(head, key=key.check_key)
-    hasher.update(body)
-    return hasher.digest(CHECK_BYTES)
+    return blake3.blake3(head + body, key=key.check_key).digest(CHECK_BYTES)
 
 
 # ------------------------------------------------------------------------------ rejections
@@ -594,8 +595,8 @@ class StateCodec:
 
     def seal(self, cursor: Cursor, binding: bytes) -> str:
         """A token for *cursor* (issue time now, lifetime ``ttl``), bound to *binding*."""
-        stamped = attrs.evolve(cursor, issued_at=int(self.clock()), lifetime=math.ceil(self.ttl))
-        raw = self.keyring.sign(encode_cursor(stamped), binding, encrypt=self.encrypt)
+        body = encode_cursor(cursor, int(self.clock()), math.ceil(self.ttl))
+        raw = self.keyring.sign(body, binding, encrypt=self.encrypt)
         token = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
         if len(token) > self.max_state_bytes:
             raise MrtrError(
@@ -637,10 +638,9 @@ class StateCodec:
             )
         opened = self.keyring.verify(_strict_b64decode(token), binding)
         try:
-            cursor = decode_cursor(opened.body)
+            cursor = decode_cursor(opened.body, opened.key_id, opened.tag)
         except ValueError as problem:
             raise InvalidRequestState(f"malformed body ({problem})") from None
-        cursor = attrs.evolve(cursor, key_id=opened.key_id, token_id=opened.tag)
         if not check_expiry:
             return cursor
         now = self.clock()
@@ -655,18 +655,23 @@ class StateCodec:
 # The unused low bits of the last character of an unpadded base64url text must be zero, or the
 # text is one of several that decode to the same bytes.
 _LAST_CHAR_MASK = {2: 0b1111, 3: 0b11}
+_FROM_URLSAFE = str.maketrans("-_", "+/")
 _B64_VALUE = {
     c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
 }
 
 
 def _strict_b64decode(token: str) -> bytes:
-    if len(token) % 4 == 1 or not _B64URL.fullmatch(token):
+    size = len(token)
+    if size % 4 == 1 or "+" in token or "/" in token or "=" in token:
         raise InvalidRequestState("not unpadded base64url")
-    mask = _LAST_CHAR_MASK.get(len(token) % 4)
-    if mask is not None and _B64_VALUE[token[-1]] & mask:
+    mask = _LAST_CHAR_MASK.get(size % 4)
+    if mask is not None and _B64_VALUE.get(token[-1], 0) & mask:
         raise InvalidRequestState("non-canonical base64url")
     try:
-        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-    except (binascii.Error, ValueError):  # pragma: no cover - the checks above rule it out
+        # strict_mode refuses every character outside the alphabet (and stray padding).
+        return binascii.a2b_base64(
+            token.translate(_FROM_URLSAFE) + "=" * (-size % 4), strict_mode=True
+        )
+    except (binascii.Error, ValueError, UnicodeEncodeError):
         raise InvalidRequestState("not unpadded base64url") from None

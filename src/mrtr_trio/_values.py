@@ -23,7 +23,7 @@ import attrs
 import blake3
 
 from ._errors import InvalidInputResponse
-from ._schema import check_schema, content_problems, is_int, is_number
+from ._schema import check_schema, content_problems, is_int, is_mapping, is_number
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -559,7 +559,7 @@ def parse_answer(request: Request, json: object) -> Answer:
         raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
     if isinstance(json, ANSWER_TYPES):
         json = json.to_wire()
-    if not isinstance(json, Mapping):
+    if not is_mapping(json):
         raise InvalidInputResponse(
             f"expected an object answering {request.method}, got {_describe(json)}"
         )
@@ -579,7 +579,7 @@ def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResu
     if action != "accept" or request.url is not None:
         return ElicitResult(action)  # decline, cancel and a URL-mode accept carry no content
     content = json.get("content")
-    if not isinstance(content, Mapping):
+    if not is_mapping(content):
         raise InvalidInputResponse(
             f"a form-mode accept needs an object content, got {_describe(content)}"
         )
