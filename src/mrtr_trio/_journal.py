@@ -1,13 +1,14 @@
 """What a modern flow remembers between rounds: its journal, its pending point, and which values
 can be remembered at all.
 
-A **journal** has one entry per yield the client has already seen through: an `Answered`
-entry holds the answers to an ask (none for a ``pause()``; `AnsweredOne` for a request yielded
-on its own, the common case), a `StepResult` the value of a ``step`` or ``poll``. Each entry carries the short fingerprint of the request or step it
-answers, so a replay can tell that the handler now does something else. The **pending** point is
-the yield the client is answering this round (`Pending`, or `PendingPoll` for a ``poll``
-waiting on the outside world). A `Cursor` holds both, with the round count and the
-return-style payload: everything a retry needs to continue a flow in a fresh process.
+A **journal** has one entry per yield the client has already seen through: an `Answered` entry
+holds the answers to an ask (none for a ``pause()``; `AnsweredOne` for a request yielded on its
+own, the common case), a `StepResult` the value of a ``step`` or ``poll``. Each entry carries
+the short fingerprint of the request or step it answers, so a replay can tell that the handler
+now does something else. The **pending** point is the yield the client is answering this round
+(`Pending`, or `PendingPoll` for a ``poll`` waiting on the outside world). A `Cursor` holds
+both, with the round count and the return-style payload: everything a retry needs to continue a
+flow in a fresh process.
 
 Values a journal holds must survive CBOR: `recordable` gives a value as it will read back, so
 both eras feed handlers exactly the same thing.
