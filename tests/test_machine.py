@@ -25,7 +25,15 @@ from mrtr_trio import (
     step,
 )
 from mrtr_trio._flow import PAUSE, Ask
-from mrtr_trio._journal import PAUSED, Answered, Cursor, Pending, PendingPoll, StepResult
+from mrtr_trio._journal import (
+    PAUSED,
+    Answered,
+    AnsweredOne,
+    Cursor,
+    Pending,
+    PendingPoll,
+    StepResult,
+)
 from mrtr_trio._journal import step_fingerprint as step_fp
 from mrtr_trio._replay import (
     ERROR,
@@ -340,3 +348,23 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
     script = Path(__file__).resolve().parents[1] / "docs" / "scripts" / "phase_diagram.py"
     done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> None:
+    ask = Ask({"input-0": ASK_NAME}, single=True)
+    machine = modern(responses={"input-0": ADA})
+    fed = machine.next(ask)
+    assert fed == Feed(ElicitResult("accept", {"name": "Ada"}))  # the answer, not a dict
+    assert machine.next(Ask({"input-1": ASK_YES}, single=True)) == Suspend({"input-1": ASK_YES})
+    cursor = machine.checkpoint()
+    assert cursor.journal == (
+        AnsweredOne("input-0", ASK_NAME.fingerprint, ElicitResult("accept", {"name": "Ada"})),
+    )
+    replay = modern(cursor, {"input-1": OK})
+    assert replay.next(ask) == Feed(ElicitResult("accept", {"name": "Ada"}))
+    assert replay.next(Ask({"input-1": ASK_YES}, single=True)) == Feed(
+        ElicitResult("accept", {"ok": True})
+    )
+    # The same request asked in a batch of one is another yield: a divergence.
+    with pytest.raises(NondeterminismError):
+        modern(cursor, strict=True).next(Ask({"input-0": ASK_NAME}))

@@ -63,6 +63,7 @@ from ._values import (
     Root,
     request_from_wire,
     trusted_answer,
+    trusted_elicit_result,
 )
 
 __all__ = [
@@ -167,7 +168,7 @@ def _answer_from_fields(kind: int, fields: list[Any]) -> Answer:
         content = fields[1] if len(fields) == 2 else None
         if content is not None and type(content) is not dict:
             raise ValueError("bad elicitation content")
-        return trusted_answer(ElicitResult, ACTIONS[fields[0]], content)
+        return trusted_elicit_result(ACTIONS[fields[0]], content)
     if kind == 1:
         role, content = fields[0], fields[1]
         blocks = tuple(content) if isinstance(content, list) else content

@@ -534,13 +534,26 @@ Answer: TypeAlias = ElicitResult | CreateMessageResult | ListRootsResult
 def trusted_answer(cls: type[_A], *values: Any) -> _A:
     """An answer built from *values* (its fields, in order) without checking them again: for
     answers read back from a verified token, which were checked when they arrived."""
-    answer = object.__new__(cls)
+    answer = _new(cls)
     fields = _ANSWER_FIELDS[cls]
     for (name, _), value in zip(fields, values, strict=False):
-        object.__setattr__(answer, name, value)
+        _set(answer, name, value)
     for name, default in fields[len(values) :]:
-        object.__setattr__(answer, name, default)
+        _set(answer, name, default)
     return answer
+
+
+def trusted_elicit_result(action: str, content: Mapping[str, Any] | None) -> ElicitResult:
+    """[trusted_answer][mrtr_trio._values.trusted_answer] for the commonest answer, unrolled
+    (a replay builds one per recorded elicitation)."""
+    answer = _new(ElicitResult)
+    _set(answer, "action", action)
+    _set(answer, "content", content)
+    return answer
+
+
+_new = object.__new__
+_set = object.__setattr__
 
 
 #: The answer classes, for ``isinstance`` checks.
