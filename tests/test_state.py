@@ -50,6 +50,13 @@ NAME_ANSWER = {"input-0": {"action": "accept", "content": {"name": "Ada"}}}
 CONFIRM_ANSWER = {"input-1": {"action": "accept", "content": {"confirm": True}}}
 
 
+@pytest.fixture(params=[False, True], ids=["signed", "encrypted"])
+def encrypt(request: pytest.FixtureRequest) -> bool:
+    """Token format: signed (the default) or encrypted (``Runtime(encrypt=True)``); the tests
+    that take this fixture hold for both."""
+    return bool(request.param)
+
+
 class Clock:
     def __init__(self, now: float = 1_800_000_000.0) -> None:
         self.now = now
@@ -94,17 +101,19 @@ async def assert_rejected(runtime: Runtime, token: str, handler=two_asks, **kw: 
     return error.reason
 
 
-async def test_valid_token_continues_the_flow() -> None:
-    runtime = Runtime([KEY])
+async def test_valid_token_continues_the_flow(encrypt: bool) -> None:
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime)
+    version = base64.urlsafe_b64decode(token[:4])[0]
+    assert version == (3 if encrypt else 2)  # the format the other tests here tamper with
     out = await runtime.advance(
         two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
     )
     assert out == Complete(("Ada", "accept"))
 
 
-async def test_every_single_character_change_is_rejected() -> None:
-    runtime = Runtime([KEY])
+async def test_every_single_character_change_is_rejected(encrypt: bool) -> None:
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime)
     for index, original in enumerate(token):
         for replacement in ALPHABET + "=+/.~ ":
@@ -112,8 +121,8 @@ async def test_every_single_character_change_is_rejected() -> None:
                 await assert_rejected(runtime, token[:index] + replacement + token[index + 1 :])
 
 
-async def test_every_single_byte_change_is_rejected() -> None:
-    runtime = Runtime([KEY])
+async def test_every_single_byte_change_is_rejected(encrypt: bool) -> None:
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime)
     raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     for index in range(len(raw)):
@@ -124,8 +133,8 @@ async def test_every_single_byte_change_is_rejected() -> None:
             await assert_rejected(runtime, forged)
 
 
-async def test_every_truncation_and_extension_is_rejected() -> None:
-    runtime = Runtime([KEY])
+async def test_every_truncation_and_extension_is_rejected(encrypt: bool) -> None:
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime)
     for length in range(len(token)):
         await assert_rejected(runtime, token[:length])
@@ -137,8 +146,8 @@ async def test_every_truncation_and_extension_is_rejected() -> None:
         await assert_rejected(runtime, forged)
 
 
-async def test_re_encoded_tokens_are_rejected() -> None:
-    runtime = Runtime([KEY])
+async def test_re_encoded_tokens_are_rejected(encrypt: bool) -> None:
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime)
     raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
     padded = base64.urlsafe_b64encode(raw).decode()
@@ -160,9 +169,9 @@ async def test_empty_and_non_string_states_are_invalid_not_absent() -> None:
     assert "not a string" in await assert_rejected(runtime, 12345)  # type: ignore[arg-type]
 
 
-async def test_expiry_is_checked_with_the_clock() -> None:
+async def test_expiry_is_checked_with_the_clock(encrypt: bool) -> None:
     clock = Clock()
-    runtime = Runtime([KEY], ttl=600, clock=clock)
+    runtime = Runtime([KEY], ttl=600, clock=clock, encrypt=encrypt)
     token = await second_round_token(runtime)
     minted = clock.now
     clock.now = minted + 599
@@ -204,32 +213,34 @@ async def test_future_dated_tokens_are_rejected_beyond_the_skew() -> None:
     assert "future" in await assert_rejected(runtime, token)
 
 
-async def test_wrong_key_is_rejected() -> None:
-    token = await second_round_token(Runtime([KEY]))
-    assert "not in the keyring" in await assert_rejected(Runtime([OTHER_KEY]), token)
+async def test_wrong_key_is_rejected(encrypt: bool) -> None:
+    token = await second_round_token(Runtime([KEY], encrypt=encrypt))
+    assert "not in the keyring" in await assert_rejected(
+        Runtime([OTHER_KEY], encrypt=encrypt), token
+    )
 
 
-async def test_key_rotation() -> None:
+async def test_key_rotation(encrypt: bool) -> None:
     old, new = b"O" * 32, b"N" * 40
-    old_token = await second_round_token(Runtime([old]))
-    rotated = Runtime([new, old])
+    old_token = await second_round_token(Runtime([old], encrypt=encrypt))
+    rotated = Runtime([new, old], encrypt=encrypt)
     out = await rotated.advance(
         two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=old_token
     )
     assert isinstance(out, Complete)  # old key still verifies while in the ring
-    assert "not in the keyring" in await assert_rejected(Runtime([new]), old_token)
+    assert "not in the keyring" in await assert_rejected(Runtime([new], encrypt=encrypt), old_token)
     new_token = await second_round_token(rotated)  # signed by the first key
-    assert "not in the keyring" in await assert_rejected(Runtime([old]), new_token)
+    assert "not in the keyring" in await assert_rejected(Runtime([old], encrypt=encrypt), new_token)
     assert isinstance(
-        await Runtime([new]).advance(
+        await Runtime([new], encrypt=encrypt).advance(
             two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=new_token
         ),
         Complete,
     )
 
 
-async def test_binding_to_arguments_handler_and_bind_bytes() -> None:
-    runtime = Runtime([KEY])
+async def test_binding_to_arguments_handler_and_bind_bytes(encrypt: bool) -> None:
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime, bind=b"tools/call\x00deploy")
     reason = await assert_rejected(
         runtime, token, arguments={"user": "eve"}, bind=b"tools/call\x00deploy"
@@ -422,9 +433,9 @@ def test_bignums_read_back_as_plain_integers() -> None:
 
 
 async def test_the_log_tells_a_token_for_another_call_from_a_tampered_one(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, encrypt: bool
 ) -> None:
-    runtime = Runtime([KEY])
+    runtime = Runtime([KEY], encrypt=encrypt)
     token = await second_round_token(runtime)
     raw = bytearray(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
     with caplog.at_level(logging.WARNING, logger="mrtr_trio"):

@@ -511,7 +511,9 @@ class Keyring:
         else:
             checked = rest  # nonce | ciphertext | tag
             body = _decrypt(key, rest, binding + head)
-            if body is not None:
+            # The AEAD does not cover the body check (it is computed over the ciphertext), so
+            # it is verified here: no byte of an encrypted token may change either.
+            if body is not None and hmac.compare_digest(check, _check(key, head, checked)):
                 return Opened(body, key.key_id, rest[-TAG_BYTES:])
         if hmac.compare_digest(check, _check(key, head, checked)):
             raise InvalidRequestState(
