@@ -108,7 +108,8 @@ class StepStore(Protocol):
         """What is under *key*: ``busy``, ``done`` with the value, or ``None`` (nothing)."""
 
     async def release(self, key: str) -> None:
-        """Drop a claim whose step failed, so that a retry may run it."""
+        """Drop a claim whose step failed, so that a retry may run it; a recorded result
+        under *key* stays."""
 
 
 class MemoryStepStore:
@@ -158,7 +159,10 @@ class MemoryStepStore:
         return self._live(key, self._clock())
 
     async def release(self, key: str) -> None:
-        self._entries.pop(key, None)
+        # Only a claim: a result recorded meanwhile (by a presentation that claimed the key
+        # after this one's claim expired) must stay, or the step would run again.
+        if self._live(key, self._clock()) == BUSY:
+            del self._entries[key]
 
     def _live(self, key: str, now: float) -> Claim | None:
         entry = self._entries.get(key)
