@@ -35,7 +35,7 @@ import cbor2
 import trio
 
 from ._errors import MrtrError, StepInProgress, StepStoreUnavailable
-from ._journal import qualified_name, strict_loads
+from ._journal import qualified_name, recordable, strict_loads
 
 __all__ = [
     "Claim",
@@ -210,13 +210,15 @@ async def call_step(
         return _decode(claim.value, name)
     try:
         value = await _call(fn, args, key)
-        encoded = cbor2.dumps(value)
     except BaseException:
         with trio.CancelScope(shield=True), contextlib.suppress(Exception):
             # The claim expires anyway; releasing it lets a retry run the step sooner.
             await store.release(store_key)
         raise
-    await _ask_store(store.record(store_key, encoded, ttl), name)
+    # The step ran: a value that cannot be recorded fails the round as it would without a
+    # store, and keeps the claim, so that a retry does not run the step again.
+    value = recordable(value, f"step {name}")
+    await _ask_store(store.record(store_key, cbor2.dumps(value), ttl), name)
     return value
 
 
