@@ -2,20 +2,20 @@
 a step against it.
 
 A modern flow can be presented again: a client retrying after a lost response, two clients
-racing, or anyone who saw the traffic can send the same ``requestState`` twice, and each
+racing, or anyone who saw the traffic can send the same `requestState` twice, and each
 presentation replays the handler up to the same step. Each step therefore has an **idempotency
 key** ([step_key][mrtr_trio.step_key]): a keyed hash of the flow's identity (a random flow id
 minted on its first call and carried in every token, and the call's binding), the journal
 before the step, and the step's position. Every presentation of one token computes the same
 key; any other flow, argument, answer or position gives another.
 
-With a [StepStore][mrtr_trio.StepStore] (``Runtime(step_store=...)``), a step first *claims*
+With a [StepStore][mrtr_trio.StepStore] (`Runtime(step_store=...)`), a step first *claims*
 its key: the winner runs the function and records the result before it is journaled; a
 presentation that finds the result recorded uses it without calling the function; one that
 finds the key claimed waits (bounded) for the result, or fails with
 [StepInProgress][mrtr_trio.StepInProgress], which says to retry. A store that cannot be reached
 fails the step closed ([StepStoreUnavailable][mrtr_trio.StepStoreUnavailable]): it never runs
-unrecorded. The same store makes tokens single-use when asked (``single_use=True``).
+unrecorded. The same store makes tokens single-use when asked (`single_use=True`).
 
 On a live session the generator stays alive, so a step runs once by construction; its key is
 unique per flow and position, and the store is not consulted.
@@ -57,7 +57,7 @@ _CURRENT_KEY: contextvars.ContextVar[Callable[[], str] | None] = contextvars.Con
 
 def step_key() -> str:
     """The idempotency key of the step running now: a short URL-safe string, the same on every
-    replay of one ``requestState``, different for any other flow, argument, answer or position
+    replay of one `requestState`, different for any other flow, argument, answer or position
     (and unique per flow and position on a live session).
 
     Call it inside a step function (sync or async) and pass it to a payment API, a database or
@@ -78,9 +78,9 @@ def step_key() -> str:
 
 @attrs.frozen
 class Claim:
-    """What a store says about a key when asked to claim it: ``"won"`` (the caller holds the
-    claim and runs the step), ``"busy"`` (another holder is running it) or ``"done"`` (its
-    result is recorded: ``value``, as CBOR bytes)."""
+    """What a store says about a key when asked to claim it: `"won"` (the caller holds the
+    claim and runs the step), `"busy"` (another holder is running it) or `"done"` (its
+    result is recorded: `value`, as CBOR bytes)."""
 
     status: Literal["won", "busy", "done"]
     value: bytes | None = None
@@ -98,14 +98,14 @@ class StepStore(Protocol):
     """
 
     async def claim(self, key: str, ttl: float) -> Claim:
-        """Claim *key* for *ttl* seconds if nobody holds it: [Claim][mrtr_trio.Claim] ``won``;
-        otherwise ``busy`` while it is claimed, or ``done`` with the recorded value."""
+        """Claim *key* for *ttl* seconds if nobody holds it: [Claim][mrtr_trio.Claim] `won`;
+        otherwise `busy` while it is claimed, or `done` with the recorded value."""
 
     async def record(self, key: str, value: bytes, ttl: float) -> None:
         """Record the result *value* under a claimed *key*, kept *ttl* seconds."""
 
     async def read(self, key: str) -> Claim | None:
-        """What is under *key*: ``busy``, ``done`` with the value, or ``None`` (nothing)."""
+        """What is under *key*: `busy`, `done` with the value, or `None` (nothing)."""
 
     async def release(self, key: str) -> None:
         """Drop a claim whose step failed, so that a retry may run it; a recorded result
@@ -192,10 +192,10 @@ async def call_step(
     store: StepStore | None = None,
     ttl: float = 0.0,
 ) -> Any:
-    """Run the step ``fn(*args)`` once, with [step_key][mrtr_trio.step_key] giving *key()*.
+    """Run the step `fn(*args)` once, with [step_key][mrtr_trio.step_key] giving *key()*.
 
     With a *store*: claim the key first; if its result is recorded, return it without calling
-    *fn*; if another presentation holds it, wait for its result (at most ``STEP_WAIT``
+    *fn*; if another presentation holds it, wait for its result (at most `STEP_WAIT`
     seconds); if the store fails, fail closed. The result is recorded (for *ttl* seconds)
     before it is returned, and a failed step releases its claim.
     """
@@ -223,7 +223,7 @@ async def call_step(
 
 
 async def call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
-    """``fn(*args)``, awaiting the result when it is awaitable."""
+    """`fn(*args)`, awaiting the result when it is awaitable."""
     value = fn(*args)
     if inspect.isawaitable(value):
         value = await value
