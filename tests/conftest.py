@@ -1,4 +1,5 @@
-"""Shared test setup: the hypothesis profiles. (The mrtr_trio fixtures come from the package's
+"""Shared test setup: the hypothesis profiles, and the real services some tests need
+(``redis_server``: see ``services.py``). (The mrtr_trio fixtures come from the package's
 ``pytest11`` entry point, as they do for users.)
 
 Profiles (pick one with the HYPOTHESIS_PROFILE environment variable):
@@ -14,8 +15,12 @@ Property tests that need a floor (the era-equivalence property runs at least 500
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from .services import RedisServer, redis_server
 
 settings.register_profile(
     "ci",
@@ -33,3 +38,18 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def redis_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One redis-server for the session, on a temporary unix socket and a loopback port."""
+    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture
+def redis_db(redis_service: RedisServer) -> RedisServer:
+    """The session's redis-server, emptied for this test."""
+    with redis_service.client() as client:
+        client.flushall()
+    return redis_service

@@ -1,0 +1,252 @@
+"""RedisStepStore on a real redis-server (started by the tests, see services.py): the store
+contract it shares with MemoryStepStore, its URLs and clients, key prefixes, expiry in
+milliseconds, and failing closed when Redis is down."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+import trio
+
+from mrtr_trio import (
+    Claim,
+    Complete,
+    Context,
+    InputRequired,
+    MemoryStepStore,
+    Runtime,
+    StepStore,
+    StepStoreUnavailable,
+    done,
+    elicit,
+    step,
+)
+from mrtr_trio.redis import RedisStepStore
+
+from .flows import CONFIRM
+from .services import RedisServer, free_port, redis_server
+
+KEY = b"r" * 32
+YES = {"input-0": {"action": "accept", "content": {"confirm": True}}}
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request: pytest.FixtureRequest) -> Iterator[StepStore]:
+    """Each store the runtime ships, fresh."""
+    if request.param == "memory":
+        yield MemoryStepStore()
+        return
+    server: RedisServer = request.getfixturevalue("redis_db")
+    made = RedisStepStore(server.unix_url)
+    yield made
+    made.close()
+
+
+# ------------------------------------------------------------------------ the store contract
+
+
+async def test_claim_is_won_once_then_busy_then_done(store: StepStore) -> None:
+    assert isinstance(store, StepStore)
+    assert await store.read("k") is None
+    assert await store.claim("k", 60) == Claim("won")
+    assert await store.claim("k", 60) == Claim("busy")
+    assert await store.read("k") == Claim("busy")
+    await store.record("k", b"\x00result\xff", 60)
+    assert await store.claim("k", 60) == Claim("done", b"\x00result\xff")
+    assert await store.read("k") == Claim("done", b"\x00result\xff")
+    assert await store.read("other") is None
+
+
+async def test_release_drops_a_claim_but_never_a_result(store: StepStore) -> None:
+    await store.claim("claimed", 60)
+    await store.release("claimed")
+    assert await store.read("claimed") is None
+    assert await store.claim("claimed", 60) == Claim("won")
+    await store.claim("recorded", 60)
+    await store.record("recorded", b"v", 60)
+    await store.release("recorded")
+    assert await store.read("recorded") == Claim("done", b"v")
+    await store.release("nothing")  # releasing nothing is fine
+    assert await store.read("nothing") is None
+
+
+async def test_concurrent_claims_have_one_winner(store: StepStore) -> None:
+    claims: list[Claim] = []
+
+    async def claim() -> None:
+        claims.append(await store.claim("contended", 60))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(20):
+            nursery.start_soon(claim)
+    assert sorted(c.status for c in claims) == ["busy"] * 19 + ["won"]
+
+
+async def test_an_empty_result_is_a_result(store: StepStore) -> None:
+    await store.claim("k", 60)
+    await store.record("k", b"", 60)
+    assert await store.read("k") == Claim("done", b"")
+
+
+# --------------------------------------------------------------------------- Redis specifics
+
+
+async def test_expiry_is_in_milliseconds(redis_db: RedisServer) -> None:
+    store = RedisStepStore(redis_db.unix_url)
+    with redis_db.client() as client:
+        await store.claim("claimed", 0.25)
+        assert 0 < client.pttl("claimed") <= 250
+        await store.claim("recorded", 60)
+        await store.record("recorded", b"v", 1.5)
+        assert 1000 < client.pttl("recorded") <= 1500
+        await store.claim("tiny", 0.0001)  # rounded up to a millisecond, never "no expiry"
+        await trio.sleep(0.3)
+    assert await store.read("claimed") is None
+    assert await store.claim("claimed", 60) == Claim("won")  # a stale claim does not block
+    assert await store.read("tiny") is None
+    assert await store.read("recorded") == Claim("done", b"v")
+    store.close()
+
+
+@pytest.mark.parametrize("how", ["unix", "tcp", "client"])
+async def test_one_store_over_a_url_or_a_client(redis_db: RedisServer, how: str) -> None:
+    target: str | redis.Redis = {
+        "unix": redis_db.unix_url,
+        "tcp": redis_db.tcp_url,
+        "client": redis.Redis(host="127.0.0.1", port=redis_db.port),
+    }[how]
+    store = RedisStepStore(target)
+    assert await store.claim("k", 60) == Claim("won")
+    await store.record("k", b"v", 60)
+    # Every process that connects to the same Redis sees the same store.
+    assert await RedisStepStore(redis_db.unix_url).read("k") == Claim("done", b"v")
+    store.close()
+    if isinstance(target, redis.Redis):
+        assert target.ping()  # the caller's client stays open
+        target.close()
+
+
+async def test_a_prefix_namespaces_every_key(redis_db: RedisServer) -> None:
+    billing = RedisStepStore(redis_db.unix_url, prefix="billing:")
+    shipping = RedisStepStore(redis_db.unix_url, prefix="shipping:")
+    assert await billing.claim("mrtr_trio:step:abc", 60) == Claim("won")
+    assert await shipping.claim("mrtr_trio:step:abc", 60) == Claim("won")
+    with redis_db.client() as client:
+        assert sorted(client.keys()) == [
+            b"billing:mrtr_trio:step:abc",
+            b"shipping:mrtr_trio:step:abc",
+        ]
+
+
+def test_bad_arguments_are_named() -> None:
+    with pytest.raises(TypeError, match="needs a URL"):
+        RedisStepStore(6379)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prefix must be a str"):
+        RedisStepStore("redis://127.0.0.1", prefix=b"x")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="decode_responses"):
+        RedisStepStore(redis.Redis(decode_responses=True))
+    with pytest.raises(ValueError):
+        RedisStepStore("http://not-redis")
+
+
+async def test_a_value_the_store_did_not_write_is_an_error(redis_db: RedisServer) -> None:
+    store = RedisStepStore(redis_db.unix_url)
+    with redis_db.client() as client:
+        client.set("foreign", b"something else")
+    with pytest.raises(ValueError, match="did not write"):
+        await store.read("foreign")
+
+
+# ------------------------------------------------------------- a runtime on RedisStepStore
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def charge(self, amount: int) -> str:
+        self.runs += 1
+        return f"receipt {self.runs} for {amount}"
+
+
+def payment(ledger: Ledger) -> Callable[..., object]:
+    async def pay(ctx: Context, amount: int):
+        yield elicit(f"Pay {amount}?", CONFIRM)
+        receipt = yield step(ledger.charge, amount)
+        yield done(receipt)
+
+    return pay
+
+
+async def test_a_runtime_on_redis_runs_a_replayed_step_once(redis_db: RedisServer) -> None:
+    store = RedisStepStore(redis_db.unix_url)
+    ledger = Ledger()
+    flow = payment(ledger)
+    runtime = Runtime([KEY], step_store=store)
+    first = await runtime.advance(flow, {"amount": 3})
+    assert isinstance(first, InputRequired)
+    # A second runtime (another process, in effect) with the same key and the same Redis.
+    other = Runtime([KEY], step_store=RedisStepStore(redis_db.tcp_url))
+    outs = [
+        await rt.advance(
+            flow, {"amount": 3}, input_responses=YES, request_state=first.request_state
+        )
+        for rt in (runtime, other, runtime, other)
+    ]
+    assert outs == [Complete("receipt 1 for 3")] * 4
+    assert ledger.runs == 1
+    with redis_db.client() as client:
+        (step_key,) = client.keys("mrtr_trio:step:*")
+        assert 0 < client.pttl(step_key) <= 600_000  # kept for the runtime's ttl
+
+
+async def test_redis_down_fails_the_step_closed() -> None:
+    # Nothing listens on this port: the client's connection is refused.
+    store = RedisStepStore(f"redis://127.0.0.1:{free_port()}/0", timeout=2)
+    ledger = Ledger()
+    flow = payment(ledger)
+    runtime = Runtime([KEY], step_store=store)
+    first = await runtime.advance(flow, {"amount": 3})  # no step yet: no store needed
+    assert isinstance(first, InputRequired)
+    with pytest.raises(StepStoreUnavailable, match=r"did not run: the step store failed \("):
+        await runtime.advance(
+            flow, {"amount": 3}, input_responses=YES, request_state=first.request_state
+        )
+    assert ledger.runs == 0
+    with pytest.raises(redis.ConnectionError):  # the store itself lets Redis's error through
+        await store.claim("k", 1)
+
+
+async def test_redis_stopping_mid_flow_fails_the_step_closed(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    # Our own server for this test, since it is stopped half-way.
+    with redis_server(tmp_path_factory.mktemp("redis-stop")) as server:
+        store = RedisStepStore(server.tcp_url, timeout=2)
+        ledger = Ledger()
+        flow = payment(ledger)
+        runtime = Runtime([KEY], step_store=store)
+        first = await runtime.advance(flow, {"amount": 3})
+        assert isinstance(first, InputRequired)
+        with server.client() as client:
+            client.shutdown(nosave=True)
+    with pytest.raises(StepStoreUnavailable):
+        await runtime.advance(
+            flow, {"amount": 3}, input_responses=YES, request_state=first.request_state
+        )
+    assert ledger.runs == 0
+    store.close()
+
+
+def test_the_services_rule_names_the_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    from . import services
+
+    monkeypatch.setenv("PATH", "")
+    monkeypatch.setattr(services, "REQUIRED", False)
+    with pytest.raises(pytest.skip.Exception, match="apt-get install redis-server"):
+        services.need("redis-server", "redis-server")
+    monkeypatch.setattr(services, "REQUIRED", True)
+    with pytest.raises(pytest.fail.Exception, match="MRTR_TRIO_REQUIRE_SERVICES=1"):
+        services.need("redis-server", "redis-server")
