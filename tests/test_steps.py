@@ -1,28 +1,237 @@
-"""Exactly-once steps in one process: the in-memory store."""
+"""Exactly-once steps in one process: step_key(), the in-memory store, running a step against a
+store (reuse, waiting, failing closed, releasing), single-use and encrypted tokens.
+
+The same rules across processes, on a real Redis, are in tests/server/test_exactly_once.py.
+"""
 
 from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import trio
 
 from mrtr_trio import (
     Claim,
+    Complete,
     Context,
     InputRequired,
+    InvalidRequestState,
     MemoryStepStore,
     MrtrError,
     Runtime,
     StepInProgress,
+    StepStore,
+    StepStoreUnavailable,
     done,
     elicit,
     step,
     step_key,
 )
+from mrtr_trio._journal import Cursor
+from mrtr_trio._token import Keyring, StateCodec
 
-from .flows import CONFIRM
+from .flows import CONFIRM, NAME
 
 KEY = b"s" * 32
 YES = {"input-0": {"action": "accept", "content": {"confirm": True}}}
+NO = {"input-0": {"action": "accept", "content": {"confirm": False}}}
+STEP_KEY = re.compile(r"[A-Za-z0-9_-]{22}")
+
+
+class Ledger:
+    """A step with a side effect to count: each run appends its idempotency key and returns a
+    receipt no other run returns. It can take *delay* seconds and fail its first *failures*
+    runs."""
+
+    def __init__(self, delay: float = 0.0, failures: int = 0) -> None:
+        self.keys: list[str] = []
+        self.delay = delay
+        self.failures = failures
+
+    async def charge(self, amount: int) -> str:
+        self.keys.append(step_key())
+        if self.delay:
+            await trio.sleep(self.delay)
+        if len(self.keys) <= self.failures:
+            raise RuntimeError(f"the payment API failed (run {len(self.keys)})")
+        return f"receipt {len(self.keys)} for {amount}"
+
+
+def payment(ledger: Ledger) -> Callable[..., Any]:
+    """A flow that asks for a confirmation, then charges once."""
+
+    async def pay(ctx: Context, amount: int):
+        yield elicit(f"Pay {amount}?", CONFIRM)
+        receipt = yield step(ledger.charge, amount)
+        yield done(receipt)
+
+    return pay
+
+
+async def round_one(runtime: Runtime, flow: Callable[..., Any], amount: int = 5) -> str:
+    """The token a client holds after the first round: the step is next."""
+    first = await runtime.advance(flow, {"amount": amount})
+    assert isinstance(first, InputRequired) and first.request_state is not None
+    return first.request_state
+
+
+async def present(
+    runtime: Runtime, flow: Callable[..., Any], token: str, answers: Any = YES, amount: int = 5
+) -> Any:
+    out = await runtime.advance(
+        flow, {"amount": amount}, input_responses=answers, request_state=token
+    )
+    assert isinstance(out, Complete)
+    return out.value
+
+
+# ------------------------------------------------------------------------------- step_key()
+
+
+async def test_step_key_is_the_same_on_every_replay_of_one_token() -> None:
+    runtime = Runtime([KEY])
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    await present(runtime, flow, token)
+    await present(runtime, flow, token)
+    assert len(ledger.keys) == 2  # no store: the step ran again, with the same key
+    assert ledger.keys[0] == ledger.keys[1]
+    assert STEP_KEY.fullmatch(ledger.keys[0])
+
+
+async def test_step_key_differs_across_flows_with_the_same_arguments() -> None:
+    runtime = Runtime([KEY])
+    ledger = Ledger()
+    flow = payment(ledger)
+    first, second = await round_one(runtime, flow), await round_one(runtime, flow)
+    await present(runtime, flow, first)
+    await present(runtime, flow, second)
+    assert ledger.keys[0] != ledger.keys[1]
+
+
+async def test_step_key_differs_across_answers() -> None:
+    runtime = Runtime([KEY])
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    await present(runtime, flow, token, YES)
+    await present(runtime, flow, token, NO)
+    assert ledger.keys[0] != ledger.keys[1]
+
+
+async def test_step_key_differs_across_positions() -> None:
+    keys: list[str] = []
+
+    def note() -> None:
+        keys.append(step_key())  # a sync step function gets its key too
+
+    async def twice(ctx: Context):
+        yield elicit("Go?", CONFIRM)
+        yield step(note)
+        yield step(note)  # same function, same arguments, next position
+        yield done(None)
+
+    runtime = Runtime([KEY])
+    first = await runtime.advance(twice, {})
+    assert isinstance(first, InputRequired)
+    await runtime.advance(twice, {}, input_responses=YES, request_state=first.request_state)
+    assert len(keys) == 2 and keys[0] != keys[1]
+
+
+def test_step_key_material_binding_flow_journal_and_position() -> None:
+    # The derivation itself, one input changed at a time (through the API, another binding
+    # cannot reuse a token, so arguments are checked here too).
+    codec = StateCodec(Keyring([KEY]), ttl=60, max_state_bytes=65536)
+    flow = Cursor(flow_id=b"flow-one")
+    binding = b"\1" * 32
+    key = codec.step_key(flow, binding, 0)
+    assert key == codec.step_key(Cursor(flow_id=b"flow-one"), binding, 0)
+    assert key != codec.step_key(flow, b"\2" * 32, 0)  # other arguments, handler or bind
+    assert key != codec.step_key(Cursor(flow_id=b"flow-two"), binding, 0)
+    assert key != codec.step_key(flow, binding, 1)
+    other_key = StateCodec(Keyring([b"t" * 32]), ttl=60, max_state_bytes=65536)
+    assert key != other_key.step_key(flow, binding, 0)
+
+
+async def test_step_key_differs_across_arguments() -> None:
+    runtime = Runtime([KEY])
+    ledger = Ledger()
+    flow = payment(ledger)
+    five, six = await round_one(runtime, flow, 5), await round_one(runtime, flow, 6)
+    await present(runtime, flow, five, amount=5)
+    await present(runtime, flow, six, amount=6)
+    assert ledger.keys[0] != ledger.keys[1]
+
+
+async def test_step_key_survives_key_rotation() -> None:
+    old, new = b"O" * 32, b"N" * 32
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(Runtime([old]), flow)
+    await present(Runtime([old]), flow, token)
+    await present(Runtime([new, old]), flow, token)  # the old key still verifies this flow
+    assert ledger.keys[0] == ledger.keys[1]
+
+
+async def test_live_step_keys_are_unique_per_flow_and_position() -> None:
+    keys: list[str] = []
+
+    async def note() -> None:
+        keys.append(step_key())
+
+    async def steps_only(ctx: Context):
+        yield step(note)
+        yield step(note)
+        yield done(None)
+
+    runtime = Runtime([KEY])
+    await runtime.run_live(steps_only, {}, None)
+    await runtime.run_live(steps_only, {}, None)
+    assert len(keys) == 4 and len(set(keys)) == 4
+    assert all(STEP_KEY.fullmatch(k) for k in keys)
+
+
+async def test_step_key_outside_a_step_raises() -> None:
+    with pytest.raises(MrtrError, match=r"only available inside a step function"):
+        step_key()
+
+    async def asks_in_the_handler(ctx: Context):
+        step_key()  # the handler body is not a step
+        yield done(None)
+
+    with pytest.raises(MrtrError, match=r"only available inside a step function"):
+        await Runtime([KEY]).advance(asks_in_the_handler, {})
+
+
+# -------------------------------------------------------------------------- MemoryStepStore
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_memory_store_claims_records_reads_and_releases() -> None:
+    store = MemoryStepStore()
+    assert isinstance(store, StepStore)
+    assert await store.read("k") is None
+    assert await store.claim("k", 60) == Claim("won")
+    assert await store.claim("k", 60) == Claim("busy")
+    assert await store.read("k") == Claim("busy")
+    await store.release("k")
+    assert await store.read("k") is None
+    assert await store.claim("k", 60) == Claim("won")
+    await store.record("k", b"\x01", 60)
+    assert await store.claim("k", 60) == Claim("done", b"\x01")
+    assert await store.read("k") == Claim("done", b"\x01")
 
 
 async def test_memory_store_release_leaves_a_recorded_result() -> None:
@@ -33,6 +242,196 @@ async def test_memory_store_release_leaves_a_recorded_result() -> None:
     await store.record("k", b"\x01", 60)
     await store.release("k")
     assert await store.read("k") == Claim("done", b"\x01")
+
+
+async def test_memory_store_entries_expire_on_its_clock() -> None:
+    clock = FakeClock()
+    store = MemoryStepStore(clock=clock)
+    await store.claim("claimed", 10)
+    await store.claim("recorded", 10)
+    await store.record("recorded", b"v", 20)
+    clock.now += 9.99
+    assert await store.read("claimed") == Claim("busy")
+    clock.now += 0.01
+    assert await store.read("claimed") is None
+    assert await store.claim("claimed", 10) == Claim("won")  # a stale claim does not block
+    assert await store.read("recorded") == Claim("done", b"v")
+    clock.now += 10
+    assert await store.read("recorded") is None
+
+
+async def test_a_full_memory_store_fails_closed_rather_than_forgetting() -> None:
+    clock = FakeClock()
+    store = MemoryStepStore(max_entries=2, clock=clock)
+    await store.claim("a", 10)
+    await store.claim("b", 20)
+    await store.record("b", b"kept", 20)
+    with pytest.raises(StepStoreUnavailable, match=r"full \(2 unexpired entries\)"):
+        await store.claim("c", 10)
+    # Nothing was forgotten to make room.
+    assert await store.read("a") == Claim("busy")
+    assert await store.read("b") == Claim("done", b"kept")
+    clock.now += 10  # "a" expires: its room is reused
+    assert await store.claim("c", 10) == Claim("won")
+    assert await store.read("b") == Claim("done", b"kept")
+    assert len(store) == 2
+
+
+def test_memory_store_bound_is_validated() -> None:
+    for bad in (0, -1, 1.5, True, "10"):
+        with pytest.raises(ValueError, match="max_entries"):
+            MemoryStepStore(max_entries=bad)  # type: ignore[arg-type]
+
+
+def test_runtime_takes_only_a_step_store() -> None:
+    with pytest.raises(TypeError, match="step_store must be a StepStore"):
+        Runtime([KEY], step_store=object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="single_use=True needs a step_store"):
+        Runtime([KEY], single_use=True)
+
+
+# ---------------------------------------------------------------- running steps with a store
+
+
+async def test_without_a_store_each_presentation_runs_the_step() -> None:
+    # Today's default, and the control for the tests below: they could fail.
+    runtime = Runtime([KEY])
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    values = [await present(runtime, flow, token) for _ in range(3)]
+    assert len(ledger.keys) == 3 and len(set(values)) == 3
+
+
+async def test_with_a_store_a_token_presented_again_reuses_the_recorded_result() -> None:
+    runtime = Runtime([KEY], step_store=MemoryStepStore())
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    values = [await present(runtime, flow, token) for _ in range(5)]
+    assert len(ledger.keys) == 1
+    assert values == ["receipt 1 for 5"] * 5
+
+
+async def test_a_concurrent_presentation_waits_for_the_winners_result(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runtime = Runtime([KEY], step_store=MemoryStepStore())
+    ledger = Ledger(delay=3.0)  # well within the wait
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    values: list[Any] = []
+
+    async def one() -> None:
+        values.append(await present(runtime, flow, token))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(one)
+    assert len(ledger.keys) == 1
+    assert values == ["receipt 1 for 5"] * 5
+
+
+async def test_a_presentation_that_waits_too_long_gets_step_in_progress(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    runtime = Runtime([KEY], step_store=MemoryStepStore())
+    ledger = Ledger(delay=60.0)  # longer than a presentation waits for another's step
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    values: list[Any] = []
+
+    async def winner() -> None:
+        values.append(await present(runtime, flow, token))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(winner)
+        await trio.sleep(1)
+        started = trio.current_time()
+        with pytest.raises(StepInProgress, match="retry the request"):
+            await present(runtime, flow, token)
+        assert 9.5 <= trio.current_time() - started <= 11
+    assert values == ["receipt 1 for 5"]
+    assert await present(runtime, flow, token) == "receipt 1 for 5"  # the retry gets it
+    assert len(ledger.keys) == 1
+
+
+class BrokenStore(MemoryStepStore):
+    """A store whose server is down: every call raises, as a client library would."""
+
+    def __init__(self, *broken: str) -> None:
+        super().__init__()
+        self.broken = set(broken) or {"claim", "record", "read", "release"}
+
+    def _fail(self, method: str) -> None:
+        if method in self.broken:
+            raise ConnectionError("Connection refused (store down)")
+
+    async def claim(self, key: str, ttl: float) -> Claim:
+        self._fail("claim")
+        return await super().claim(key, ttl)
+
+    async def record(self, key: str, value: bytes, ttl: float) -> None:
+        self._fail("record")
+        await super().record(key, value, ttl)
+
+    async def read(self, key: str) -> Claim | None:
+        self._fail("read")
+        return await super().read(key)
+
+
+async def test_a_store_that_cannot_be_reached_fails_the_step_closed() -> None:
+    runtime = Runtime([KEY], step_store=BrokenStore())
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    with pytest.raises(StepStoreUnavailable) as caught:
+        await present(runtime, flow, token)
+    assert ledger.keys == []  # the step function was never called
+    message = str(caught.value)
+    assert "Ledger.charge did not run" in message and "Connection refused" in message
+    assert "never runs unrecorded" in message
+
+
+async def test_a_result_that_cannot_be_recorded_is_not_run_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The step ran but its result could not be recorded: the round fails, and a retry must
+    # not run it again while its claim stands (it says the step is in progress instead).
+    store = BrokenStore("record")
+    runtime = Runtime([KEY], step_store=store)
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    with pytest.raises(StepStoreUnavailable, match="store failed"):
+        await present(runtime, flow, token)
+    with pytest.raises(StepInProgress):
+        await present(runtime, flow, token)
+    assert len(ledger.keys) == 1
+
+
+async def test_a_failing_step_releases_its_claim_so_a_retry_runs_it() -> None:
+    runtime = Runtime([KEY], step_store=MemoryStepStore())
+    ledger = Ledger(failures=1)
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    with pytest.raises(RuntimeError, match="payment API failed"):
+        await present(runtime, flow, token)
+    assert await present(runtime, flow, token) == "receipt 2 for 5"
+    assert await present(runtime, flow, token) == "receipt 2 for 5"
+    assert len(ledger.keys) == 2 and ledger.keys[0] == ledger.keys[1]
+
+
+async def test_a_cancelled_step_releases_its_claim(autojump_clock: trio.testing.MockClock) -> None:
+    store = MemoryStepStore()
+    runtime = Runtime([KEY], step_store=store)
+    ledger = Ledger(delay=5.0)
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    with trio.move_on_after(1):
+        await present(runtime, flow, token)
+    assert len(store) == 0  # the claim is gone: a retry need not wait for it to expire
+    assert await present(runtime, flow, token) == "receipt 2 for 5"
 
 
 async def test_an_unrecordable_step_value_is_the_same_error_with_a_store(
@@ -62,3 +461,82 @@ async def test_an_unrecordable_step_value_is_the_same_error_with_a_store(
             with pytest.raises(StepInProgress):
                 await runtime.advance(bad_step, {}, input_responses=YES, request_state=token)
         assert len(runs) == 1
+
+
+# ------------------------------------------------------------------------ single-use tokens
+
+
+async def test_a_single_use_token_continues_once() -> None:
+    entered: list[str] = []
+
+    async def two_asks(ctx: Context):
+        entered.append("in")
+        yield elicit("Name?", NAME)
+        yield elicit("Sure?", CONFIRM)
+        yield done("ok")
+
+    runtime = Runtime([KEY], step_store=MemoryStepStore(), single_use=True)
+    first = await runtime.advance(two_asks, {})
+    assert isinstance(first, InputRequired)
+    name = {"input-0": {"action": "accept", "content": {"name": "Ada"}}}
+    second = await runtime.advance(
+        two_asks, {}, input_responses=name, request_state=first.request_state
+    )
+    assert isinstance(second, InputRequired)
+    entered.clear()
+    with pytest.raises(InvalidRequestState) as caught:
+        await runtime.advance(two_asks, {}, input_responses=name, request_state=first.request_state)
+    assert entered == []  # refused before the handler ran
+    assert (caught.value.code, caught.value.message) == (-32602, "Invalid or expired requestState")
+    assert "already used" in caught.value.reason
+    sure = {"input-1": {"action": "accept", "content": {"confirm": True}}}
+    out = await runtime.advance(
+        two_asks, {}, input_responses=sure, request_state=second.request_state
+    )
+    assert out == Complete("ok")  # each new token is good once
+
+
+async def test_without_single_use_a_token_can_be_presented_again() -> None:
+    runtime = Runtime([KEY], step_store=MemoryStepStore())
+    ledger = Ledger()
+    flow = payment(ledger)
+    token = await round_one(runtime, flow)
+    assert await present(runtime, flow, token) == await present(runtime, flow, token)
+
+
+# ------------------------------------------------------------------------ encrypted tokens
+
+
+def decoded(token: str) -> bytes:
+    return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+
+
+async def test_an_encrypted_token_does_not_carry_the_answers_in_the_clear() -> None:
+    async def ask_twice(ctx: Context):
+        name = yield elicit("Name?", NAME)
+        yield elicit(f"Sure, {name.content['name']}?", CONFIRM)
+        yield done(name.content["name"])
+
+    secret = "Ada Lovelace-7f3a"
+    answer = {"input-0": {"action": "accept", "content": {"name": secret}}}
+    tokens = {}
+    for encrypt in (False, True):
+        runtime = Runtime([KEY], encrypt=encrypt)
+        first = await runtime.advance(ask_twice, {})
+        assert isinstance(first, InputRequired)
+        second = await runtime.advance(
+            ask_twice, {}, input_responses=answer, request_state=first.request_state
+        )
+        assert isinstance(second, InputRequired) and second.request_state is not None
+        tokens[encrypt] = second.request_state
+    assert secret.encode() in decoded(tokens[False])  # the control: signed tokens are readable
+    assert secret.encode() not in decoded(tokens[True])
+    assert b"Ada" not in decoded(tokens[True])
+    # Either runtime opens either kind of token (turning encryption on or off keeps flows).
+    sure = {"input-1": {"action": "accept", "content": {"confirm": True}}}
+    for token in tokens.values():
+        for encrypt in (False, True):
+            out = await Runtime([KEY], encrypt=encrypt).advance(
+                ask_twice, {}, input_responses=sure, request_state=token
+            )
+            assert out == Complete(secret)
