@@ -1,14 +1,21 @@
-"""Example flows the tests run in both eras, with answer functions for them."""
+"""Example flows the tests run in both eras, with answer functions for them, and a payment flow
+whose step's runs are counted (the exactly-once tests)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import trio
+
 from mrtr_trio import (
+    Complete,
     Context,
     CreateMessageRequest,
     ElicitRequest,
+    InputRequired,
     ListRootsRequest,
+    Runtime,
     accepted_content,
     create_message,
     done,
@@ -17,6 +24,7 @@ from mrtr_trio import (
     list_roots,
     pause,
     step,
+    step_key,
 )
 
 CONFIRM = {
@@ -172,3 +180,73 @@ def action_answer(*actions: str):
         return {"action": action}
 
     return answer
+
+
+# ------------------------------------------------------------------------ steps that charge
+
+YES = {"input-0": {"action": "accept", "content": {"confirm": True}}}
+
+
+class Ledger:
+    """A step with a side effect to count: each run appends its idempotency key and returns a
+    receipt no other run returns. It can take *delay* seconds and fail its first *failures*
+    runs."""
+
+    def __init__(self, delay: float = 0.0, failures: int = 0) -> None:
+        self.keys: list[str] = []
+        self.delay = delay
+        self.failures = failures
+
+    async def charge(self, amount: int) -> str:
+        self.keys.append(step_key())
+        if self.delay:
+            await trio.sleep(self.delay)
+        if len(self.keys) <= self.failures:
+            raise RuntimeError(f"the payment API failed (run {len(self.keys)})")
+        return f"receipt {len(self.keys)} for {amount}"
+
+
+def payment(ledger: Ledger) -> Callable[..., Any]:
+    """A flow that asks for a confirmation, then charges once."""
+
+    async def pay(ctx: Context, amount: int):
+        yield elicit(f"Pay {amount}?", CONFIRM)
+        receipt = yield step(ledger.charge, amount)
+        yield done(receipt)
+
+    return pay
+
+
+class Payment:
+    """A payment flow that has had its first round: its runtime, its ledger and the token a
+    client holds, which [present][tests.flows.Payment.present] sends (again)."""
+
+    def __init__(self, runtime: Runtime, ledger: Ledger, amount: int = 5) -> None:
+        self.runtime = runtime
+        self.ledger = ledger
+        self.flow = payment(ledger)
+        self.amount = amount
+        self.token = ""
+
+    async def start(self) -> Payment:
+        """Another first call (another flow with the same arguments): its round-1 token."""
+        first = await self.runtime.advance(self.flow, {"amount": self.amount})
+        assert isinstance(first, InputRequired) and first.request_state is not None
+        self.token = first.request_state
+        return self
+
+    async def present(self, answers: Any = YES, token: str | None = None) -> Any:
+        """Answer round 1 with *token* (this flow's by default); the flow's value."""
+        out = await self.runtime.advance(
+            self.flow,
+            {"amount": self.amount},
+            input_responses=answers,
+            request_state=self.token if token is None else token,
+        )
+        assert isinstance(out, Complete)
+        return out.value
+
+
+async def paying(runtime: Runtime, ledger: Ledger | None = None, amount: int = 5) -> Payment:
+    """A payment flow on *runtime* after its first round."""
+    return await Payment(runtime, ledger or Ledger(), amount).start()

@@ -4,7 +4,7 @@ milliseconds, and failing closed when Redis is down."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 import redis
@@ -12,24 +12,17 @@ import trio
 
 from mrtr_trio import (
     Claim,
-    Complete,
-    Context,
-    InputRequired,
     MemoryStepStore,
     Runtime,
     StepStore,
     StepStoreUnavailable,
-    done,
-    elicit,
-    step,
 )
 from mrtr_trio.redis import RedisStepStore
 
-from .flows import CONFIRM
+from .flows import paying
 from .services import RedisServer, free_port, redis_server
 
 KEY = b"r" * 32
-YES = {"input-0": {"action": "accept", "content": {"confirm": True}}}
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -162,41 +155,17 @@ async def test_a_value_the_store_did_not_write_is_an_error(redis_db: RedisServer
 # ------------------------------------------------------------- a runtime on RedisStepStore
 
 
-class Ledger:
-    def __init__(self) -> None:
-        self.runs = 0
-
-    def charge(self, amount: int) -> str:
-        self.runs += 1
-        return f"receipt {self.runs} for {amount}"
-
-
-def payment(ledger: Ledger) -> Callable[..., object]:
-    async def pay(ctx: Context, amount: int):
-        yield elicit(f"Pay {amount}?", CONFIRM)
-        receipt = yield step(ledger.charge, amount)
-        yield done(receipt)
-
-    return pay
-
-
 async def test_a_runtime_on_redis_runs_a_replayed_step_once(redis_db: RedisServer) -> None:
-    store = RedisStepStore(redis_db.unix_url)
-    ledger = Ledger()
-    flow = payment(ledger)
-    runtime = Runtime([KEY], step_store=store)
-    first = await runtime.advance(flow, {"amount": 3})
-    assert isinstance(first, InputRequired)
+    runtime = Runtime([KEY], step_store=RedisStepStore(redis_db.unix_url))
+    pay = await paying(runtime, amount=3)
     # A second runtime (another process, in effect) with the same key and the same Redis.
     other = Runtime([KEY], step_store=RedisStepStore(redis_db.tcp_url))
-    outs = [
-        await rt.advance(
-            flow, {"amount": 3}, input_responses=YES, request_state=first.request_state
-        )
-        for rt in (runtime, other, runtime, other)
-    ]
-    assert outs == [Complete("receipt 1 for 3")] * 4
-    assert ledger.runs == 1
+    values = []
+    for serving in (runtime, other, runtime, other):
+        pay.runtime = serving
+        values.append(await pay.present())
+    assert values == ["receipt 1 for 3"] * 4
+    assert len(pay.ledger.keys) == 1
     with redis_db.client() as client:
         (step_key,) = client.keys("mrtr_trio:step:*")
         assert 0 < client.pttl(step_key) <= 600_000  # kept for the runtime's ttl
@@ -205,16 +174,10 @@ async def test_a_runtime_on_redis_runs_a_replayed_step_once(redis_db: RedisServe
 async def test_redis_down_fails_the_step_closed() -> None:
     # Nothing listens on this port: the client's connection is refused.
     store = RedisStepStore(f"redis://127.0.0.1:{free_port()}/0", timeout=2)
-    ledger = Ledger()
-    flow = payment(ledger)
-    runtime = Runtime([KEY], step_store=store)
-    first = await runtime.advance(flow, {"amount": 3})  # no step yet: no store needed
-    assert isinstance(first, InputRequired)
+    pay = await paying(Runtime([KEY], step_store=store))  # no step yet: no store needed
     with pytest.raises(StepStoreUnavailable, match=r"did not run: the step store failed \("):
-        await runtime.advance(
-            flow, {"amount": 3}, input_responses=YES, request_state=first.request_state
-        )
-    assert ledger.runs == 0
+        await pay.present()
+    assert pay.ledger.keys == []
     with pytest.raises(redis.ConnectionError):  # the store itself lets Redis's error through
         await store.claim("k", 1)
 
@@ -225,18 +188,12 @@ async def test_redis_stopping_mid_flow_fails_the_step_closed(
     # Our own server for this test, since it is stopped half-way.
     with redis_server(tmp_path_factory.mktemp("redis-stop")) as server:
         store = RedisStepStore(server.tcp_url, timeout=2)
-        ledger = Ledger()
-        flow = payment(ledger)
-        runtime = Runtime([KEY], step_store=store)
-        first = await runtime.advance(flow, {"amount": 3})
-        assert isinstance(first, InputRequired)
-        with server.client() as client:
-            client.shutdown(nosave=True)
+        pay = await paying(Runtime([KEY], step_store=store))
+        assert await store.claim("k", 60) == Claim("won")  # connected
+    # The server is stopped now (SIGTERM), with the store's connection open.
     with pytest.raises(StepStoreUnavailable):
-        await runtime.advance(
-            flow, {"amount": 3}, input_responses=YES, request_state=first.request_state
-        )
-    assert ledger.runs == 0
+        await pay.present()
+    assert pay.ledger.keys == []
     store.close()
 
 

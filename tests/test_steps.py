@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,6 +18,7 @@ from mrtr_trio import (
     Complete,
     Context,
     InputRequired,
+    InvalidInputResponse,
     InvalidRequestState,
     MemoryStepStore,
     MrtrError,
@@ -34,94 +34,38 @@ from mrtr_trio import (
 from mrtr_trio._journal import Cursor
 from mrtr_trio._token import Keyring, StateCodec
 
-from .flows import CONFIRM, NAME
+from .flows import CONFIRM, NAME, YES, Ledger, paying
 
 KEY = b"s" * 32
-YES = {"input-0": {"action": "accept", "content": {"confirm": True}}}
 NO = {"input-0": {"action": "accept", "content": {"confirm": False}}}
 STEP_KEY = re.compile(r"[A-Za-z0-9_-]{22}")
-
-
-class Ledger:
-    """A step with a side effect to count: each run appends its idempotency key and returns a
-    receipt no other run returns. It can take *delay* seconds and fail its first *failures*
-    runs."""
-
-    def __init__(self, delay: float = 0.0, failures: int = 0) -> None:
-        self.keys: list[str] = []
-        self.delay = delay
-        self.failures = failures
-
-    async def charge(self, amount: int) -> str:
-        self.keys.append(step_key())
-        if self.delay:
-            await trio.sleep(self.delay)
-        if len(self.keys) <= self.failures:
-            raise RuntimeError(f"the payment API failed (run {len(self.keys)})")
-        return f"receipt {len(self.keys)} for {amount}"
-
-
-def payment(ledger: Ledger) -> Callable[..., Any]:
-    """A flow that asks for a confirmation, then charges once."""
-
-    async def pay(ctx: Context, amount: int):
-        yield elicit(f"Pay {amount}?", CONFIRM)
-        receipt = yield step(ledger.charge, amount)
-        yield done(receipt)
-
-    return pay
-
-
-async def round_one(runtime: Runtime, flow: Callable[..., Any], amount: int = 5) -> str:
-    """The token a client holds after the first round: the step is next."""
-    first = await runtime.advance(flow, {"amount": amount})
-    assert isinstance(first, InputRequired) and first.request_state is not None
-    return first.request_state
-
-
-async def present(
-    runtime: Runtime, flow: Callable[..., Any], token: str, answers: Any = YES, amount: int = 5
-) -> Any:
-    out = await runtime.advance(
-        flow, {"amount": amount}, input_responses=answers, request_state=token
-    )
-    assert isinstance(out, Complete)
-    return out.value
 
 
 # ------------------------------------------------------------------------------- step_key()
 
 
 async def test_step_key_is_the_same_on_every_replay_of_one_token() -> None:
-    runtime = Runtime([KEY])
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
-    await present(runtime, flow, token)
-    await present(runtime, flow, token)
-    assert len(ledger.keys) == 2  # no store: the step ran again, with the same key
-    assert ledger.keys[0] == ledger.keys[1]
-    assert STEP_KEY.fullmatch(ledger.keys[0])
+    pay = await paying(Runtime([KEY]))
+    await pay.present()
+    await pay.present()
+    keys = pay.ledger.keys
+    assert len(keys) == 2  # no store: the step ran again, with the same key
+    assert keys[0] == keys[1]
+    assert STEP_KEY.fullmatch(keys[0])
 
 
 async def test_step_key_differs_across_flows_with_the_same_arguments() -> None:
-    runtime = Runtime([KEY])
-    ledger = Ledger()
-    flow = payment(ledger)
-    first, second = await round_one(runtime, flow), await round_one(runtime, flow)
-    await present(runtime, flow, first)
-    await present(runtime, flow, second)
-    assert ledger.keys[0] != ledger.keys[1]
+    pay = await paying(Runtime([KEY]))
+    await pay.present()
+    await (await pay.start()).present()  # another first call, the same arguments
+    assert pay.ledger.keys[0] != pay.ledger.keys[1]
 
 
 async def test_step_key_differs_across_answers() -> None:
-    runtime = Runtime([KEY])
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
-    await present(runtime, flow, token, YES)
-    await present(runtime, flow, token, NO)
-    assert ledger.keys[0] != ledger.keys[1]
+    pay = await paying(Runtime([KEY]))
+    await pay.present(YES)
+    await pay.present(NO)
+    assert pay.ledger.keys[0] != pay.ledger.keys[1]
 
 
 async def test_step_key_differs_across_positions() -> None:
@@ -159,23 +103,19 @@ def test_step_key_material_binding_flow_journal_and_position() -> None:
 
 
 async def test_step_key_differs_across_arguments() -> None:
-    runtime = Runtime([KEY])
     ledger = Ledger()
-    flow = payment(ledger)
-    five, six = await round_one(runtime, flow, 5), await round_one(runtime, flow, 6)
-    await present(runtime, flow, five, amount=5)
-    await present(runtime, flow, six, amount=6)
+    await (await paying(Runtime([KEY]), ledger, amount=5)).present()
+    await (await paying(Runtime([KEY]), ledger, amount=6)).present()
     assert ledger.keys[0] != ledger.keys[1]
 
 
 async def test_step_key_survives_key_rotation() -> None:
     old, new = b"O" * 32, b"N" * 32
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(Runtime([old]), flow)
-    await present(Runtime([old]), flow, token)
-    await present(Runtime([new, old]), flow, token)  # the old key still verifies this flow
-    assert ledger.keys[0] == ledger.keys[1]
+    pay = await paying(Runtime([old]))
+    await pay.present()
+    pay.runtime = Runtime([new, old])  # the old key still verifies this flow
+    await pay.present()
+    assert pay.ledger.keys[0] == pay.ledger.keys[1]
 
 
 async def test_live_step_keys_are_unique_per_flow_and_position() -> None:
@@ -295,35 +235,27 @@ def test_runtime_takes_only_a_step_store() -> None:
 
 async def test_without_a_store_each_presentation_runs_the_step() -> None:
     # Today's default, and the control for the tests below: they could fail.
-    runtime = Runtime([KEY])
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
-    values = [await present(runtime, flow, token) for _ in range(3)]
-    assert len(ledger.keys) == 3 and len(set(values)) == 3
+    pay = await paying(Runtime([KEY]))
+    values = [await pay.present() for _ in range(3)]
+    assert len(pay.ledger.keys) == 3 and len(set(values)) == 3
 
 
 async def test_with_a_store_a_token_presented_again_reuses_the_recorded_result() -> None:
-    runtime = Runtime([KEY], step_store=MemoryStepStore())
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
-    values = [await present(runtime, flow, token) for _ in range(5)]
-    assert len(ledger.keys) == 1
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore()))
+    values = [await pay.present() for _ in range(5)]
+    assert len(pay.ledger.keys) == 1
     assert values == ["receipt 1 for 5"] * 5
 
 
 async def test_a_concurrent_presentation_waits_for_the_winners_result(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    runtime = Runtime([KEY], step_store=MemoryStepStore())
     ledger = Ledger(delay=3.0)  # well within the wait
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore()), ledger)
     values: list[Any] = []
 
     async def one() -> None:
-        values.append(await present(runtime, flow, token))
+        values.append(await pay.present())
 
     async with trio.open_nursery() as nursery:
         for _ in range(5):
@@ -335,24 +267,22 @@ async def test_a_concurrent_presentation_waits_for_the_winners_result(
 async def test_a_presentation_that_waits_too_long_gets_step_in_progress(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    runtime = Runtime([KEY], step_store=MemoryStepStore())
     ledger = Ledger(delay=60.0)  # longer than a presentation waits for another's step
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore()), ledger)
     values: list[Any] = []
 
     async def winner() -> None:
-        values.append(await present(runtime, flow, token))
+        values.append(await pay.present())
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(winner)
         await trio.sleep(1)
         started = trio.current_time()
         with pytest.raises(StepInProgress, match="retry the request"):
-            await present(runtime, flow, token)
+            await pay.present()
         assert 9.5 <= trio.current_time() - started <= 11
     assert values == ["receipt 1 for 5"]
-    assert await present(runtime, flow, token) == "receipt 1 for 5"  # the retry gets it
+    assert await pay.present() == "receipt 1 for 5"  # the retry gets it
     assert len(ledger.keys) == 1
 
 
@@ -381,13 +311,10 @@ class BrokenStore(MemoryStepStore):
 
 
 async def test_a_store_that_cannot_be_reached_fails_the_step_closed() -> None:
-    runtime = Runtime([KEY], step_store=BrokenStore())
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
+    pay = await paying(Runtime([KEY], step_store=BrokenStore()))
     with pytest.raises(StepStoreUnavailable) as caught:
-        await present(runtime, flow, token)
-    assert ledger.keys == []  # the step function was never called
+        await pay.present()
+    assert pay.ledger.keys == []  # the step function was never called
     message = str(caught.value)
     assert "Ledger.charge did not run" in message and "Connection refused" in message
     assert "never runs unrecorded" in message
@@ -398,40 +325,31 @@ async def test_a_result_that_cannot_be_recorded_is_not_run_again(
 ) -> None:
     # The step ran but its result could not be recorded: the round fails, and a retry must
     # not run it again while its claim stands (it says the step is in progress instead).
-    store = BrokenStore("record")
-    runtime = Runtime([KEY], step_store=store)
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
+    pay = await paying(Runtime([KEY], step_store=BrokenStore("record")))
     with pytest.raises(StepStoreUnavailable, match="store failed"):
-        await present(runtime, flow, token)
+        await pay.present()
     with pytest.raises(StepInProgress):
-        await present(runtime, flow, token)
-    assert len(ledger.keys) == 1
+        await pay.present()
+    assert len(pay.ledger.keys) == 1
 
 
 async def test_a_failing_step_releases_its_claim_so_a_retry_runs_it() -> None:
-    runtime = Runtime([KEY], step_store=MemoryStepStore())
     ledger = Ledger(failures=1)
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore()), ledger)
     with pytest.raises(RuntimeError, match="payment API failed"):
-        await present(runtime, flow, token)
-    assert await present(runtime, flow, token) == "receipt 2 for 5"
-    assert await present(runtime, flow, token) == "receipt 2 for 5"
+        await pay.present()
+    assert await pay.present() == "receipt 2 for 5"
+    assert await pay.present() == "receipt 2 for 5"
     assert len(ledger.keys) == 2 and ledger.keys[0] == ledger.keys[1]
 
 
 async def test_a_cancelled_step_releases_its_claim(autojump_clock: trio.testing.MockClock) -> None:
     store = MemoryStepStore()
-    runtime = Runtime([KEY], step_store=store)
-    ledger = Ledger(delay=5.0)
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
+    pay = await paying(Runtime([KEY], step_store=store), Ledger(delay=5.0))
     with trio.move_on_after(1):
-        await present(runtime, flow, token)
+        await pay.present()
     assert len(store) == 0  # the claim is gone: a retry need not wait for it to expire
-    assert await present(runtime, flow, token) == "receipt 2 for 5"
+    assert await pay.present() == "receipt 2 for 5"
 
 
 async def test_an_unrecordable_step_value_is_the_same_error_with_a_store(
@@ -496,12 +414,51 @@ async def test_a_single_use_token_continues_once() -> None:
     assert out == Complete("ok")  # each new token is good once
 
 
+async def test_a_single_use_token_is_spent_even_when_its_round_then_fails() -> None:
+    # Documented: the token is claimed when it is accepted, before the answers are read.
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore(), single_use=True))
+    with pytest.raises(InvalidInputResponse):
+        await pay.present({"input-0": {"action": "maybe"}})
+    with pytest.raises(InvalidRequestState):
+        await pay.present()
+    assert pay.ledger.keys == []
+
+
+async def test_a_token_that_expires_mid_step_still_completes_its_round() -> None:
+    clock = FakeClock()
+    clock.now = 1_800_000_000.0
+    runtime = Runtime([KEY], ttl=60, step_store=MemoryStepStore(), clock=clock)
+
+    def slow_charge() -> str:
+        clock.now += 120  # the step outlasts its token
+        return "charged"
+
+    async def pay_then_ask(ctx: Context):
+        yield elicit("Pay?", CONFIRM)
+        receipt = yield step(slow_charge)
+        yield elicit(f"{receipt}: send a receipt?", CONFIRM)
+        yield done(receipt)
+
+    first = await runtime.advance(pay_then_ask, {})
+    assert isinstance(first, InputRequired)
+    second = await runtime.advance(
+        pay_then_ask, {}, input_responses=YES, request_state=first.request_state
+    )
+    assert isinstance(second, InputRequired)  # the round completed, with a fresh token
+    with pytest.raises(InvalidRequestState):  # the old token has expired meanwhile
+        await runtime.advance(
+            pay_then_ask, {}, input_responses=YES, request_state=first.request_state
+        )
+    again = {"input-1": {"action": "accept", "content": {"confirm": True}}}
+    out = await runtime.advance(
+        pay_then_ask, {}, input_responses=again, request_state=second.request_state
+    )
+    assert out == Complete("charged")
+
+
 async def test_without_single_use_a_token_can_be_presented_again() -> None:
-    runtime = Runtime([KEY], step_store=MemoryStepStore())
-    ledger = Ledger()
-    flow = payment(ledger)
-    token = await round_one(runtime, flow)
-    assert await present(runtime, flow, token) == await present(runtime, flow, token)
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore()))
+    assert await pay.present() == await pay.present()
 
 
 # ------------------------------------------------------------------------ encrypted tokens

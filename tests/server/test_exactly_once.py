@@ -26,12 +26,21 @@ import trio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from ..services import RedisServer
+from mrtr_trio import Context, Runtime, done, elicit, step
+from mrtr_trio.mcp import App
+from mrtr_trio.redis import RedisStepStore
+
+from ..services import RedisServer, free_port
 from .clients import CALLBACKS, text_of
 
 APP_FILE = Path(__file__).with_name("exactly_once_app.py")
 MODE = "2026-07-28"
 YES = {"input-0": {"action": "accept", "content": {"confirm": True}}}
+CONFIRM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
 PRESENTATIONS = 20
 SERVING = re.compile(r"mrtr-trio: serving '.*' on (http://\S+)")
 
@@ -193,3 +202,22 @@ async def test_a_single_use_token_is_refused_the_second_time_in_any_process(
                 assert caught.value.message == "Invalid or expired requestState"
                 assert caught.value.data == {"reason": "invalid_request_state"}
     assert len(fresh.charges()) == 1
+
+
+async def test_a_tool_whose_store_is_down_returns_an_error_result_and_charges_nothing() -> None:
+    charged: list[int] = []
+
+    async def pay(ctx: Context, amount: int):
+        yield elicit(f"Charge {amount}?", CONFIRM)
+        yield step(charged.append, amount)
+        yield done("charged")
+
+    down = RedisStepStore(f"redis://127.0.0.1:{free_port()}/0", timeout=2)  # nothing listens
+    app = App("down", runtime=Runtime([secrets.token_bytes(32)], step_store=down))
+    app.tool()(pay)
+    with trio.fail_after(30):
+        async with Client(app.server, mode=MODE, **CALLBACKS) as client:
+            result = await client.call_tool("pay", {"amount": 3})
+    assert result.is_error
+    assert "did not run: the step store failed (ConnectionError" in text_of(result)
+    assert charged == []
