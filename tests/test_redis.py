@@ -5,6 +5,7 @@ milliseconds, and failing closed when Redis is down."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -20,7 +21,7 @@ from mrtr_trio import (
 from mrtr_trio.redis import RedisStepStore
 
 from .flows import paying
-from .services import RedisServer, free_port, redis_server
+from .services import RedisServer, free_port, need, redis_server
 
 KEY = b"r" * 32
 
@@ -182,11 +183,17 @@ async def test_redis_down_fails_the_step_closed() -> None:
         await store.claim("k", 1)
 
 
+@pytest.fixture
+def redis_installed() -> None:
+    """Skip (or fail) at setup when redis-server is missing, for a test that starts its own."""
+    need("redis-server", "redis-server")
+
+
 async def test_redis_stopping_mid_flow_fails_the_step_closed(
-    tmp_path_factory: pytest.TempPathFactory,
+    redis_installed: None, tmp_path: Path
 ) -> None:
     # Our own server for this test, since it is stopped half-way.
-    with redis_server(tmp_path_factory.mktemp("redis-stop")) as server:
+    with redis_server(tmp_path) as server:
         store = RedisStepStore(server.tcp_url, timeout=2)
         pay = await paying(Runtime([KEY], step_store=store))
         assert await store.claim("k", 60) == Claim("won")  # connected
