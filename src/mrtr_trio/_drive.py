@@ -26,8 +26,9 @@ from ._steps import call
 
 __all__ = ["StepRunner", "Turn", "drive", "trio_scope_marks"]
 
-#: ``await turn(suspend)``: the client's turn, returning its responses (key → JSON or answer).
-Turn = Callable[[Suspend], Awaitable[Mapping[str, Any]]]
+#: ``await turn(suspend)``: the client's turn, returning its responses (key → JSON or answer),
+#: or ``None`` when this driver cannot wait for them (the round then ends with a checkpoint).
+Turn = Callable[[Suspend], Awaitable[Mapping[str, Any] | None]]
 #: ``await run_step(step)``: run a step's function once and return its value (the drivers give
 #: it an idempotency key, and the modern driver a store).
 StepRunner = Callable[[Step], Awaitable[Any]]
@@ -40,9 +41,9 @@ async def drive(
     run_step: StepRunner,
     now: Callable[[], float],
 ) -> Finish | Suspend:
-    """Run *flow* as *machine* directs until it finishes, or, without a *turn*, until the
-    client must take one. *run_step* runs steps; *now* is the clock poll deadlines are
-    measured on.
+    """Run *flow* as *machine* directs until it finishes, or until the client must take a turn
+    that *turn* (if any) does not wait for. *run_step* runs steps; *now* is the clock poll
+    deadlines are measured on.
 
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
@@ -68,7 +69,10 @@ async def drive(
                     poll = action.poll  # type: ignore[union-attr]
                     action = machine.polled(await call(poll.fn, poll.args), now())
                 elif kind is Suspend and turn is not None:
-                    action = machine.answered(await turn(action))  # type: ignore[arg-type]
+                    responses = await turn(action)  # type: ignore[arg-type]
+                    if responses is None:  # no one to wait for the answers here
+                        break
+                    action = machine.answered(responses)
                 else:  # a Finish, or a Suspend with no one to wait for it
                     break
                 kind = type(action)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._context import Context, Host
-from ._drive import drive
+from ._drive import Turn, drive
 from ._errors import InvalidInputResponse, StepStoreUnavailable
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
@@ -59,9 +59,11 @@ async def advance(
     client_capabilities: Mapping[str, Any] | None,
     bind: bytes,
     host: Host | None = None,
+    turn: Turn | None = None,
 ) -> Complete | InputRequired:
     """Run one modern round of *handler* (see the module docstring): *codec* opens and seals
-    tokens, *runtime* gives the knobs."""
+    tokens, *runtime* gives the knobs, and a *turn* (if any) may wait for the client's answers
+    in-process instead of ending the round."""
     replayable = is_generator_handler(handler)
     name = qualified_name(handler)
     _check_arguments(arguments)
@@ -89,7 +91,7 @@ async def advance(
         key = _once(lambda: codec.step_key(so_far, binding, len(so_far.journal)))
         return await call_step(step.fn, step.args, key, store, runtime.ttl)
 
-    action = await drive(flow, machine, None, run_step, codec.clock)
+    action = await drive(flow, machine, turn, run_step, codec.clock)
     if isinstance(action, Finish):
         return Complete(action.value)
     return InputRequired(action.requests, codec.seal(machine.checkpoint(), binding))

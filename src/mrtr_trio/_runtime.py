@@ -10,6 +10,7 @@ from typing import Any, Literal
 import attrs
 
 from ._context import Host
+from ._drive import Turn
 from ._flow import Handler, is_generator_handler
 from ._journal import Pending, PendingPoll, qualified_name
 from ._live import AskFunction, run_live
@@ -172,6 +173,7 @@ class Runtime:
         client_capabilities: Mapping[str, Any] | None = None,
         bind: bytes = b"",
         host: Host | None = None,
+        turn: Turn | None = None,
     ) -> Complete | InputRequired:
         """One modern round: [Complete][mrtr_trio.Complete] or
         [InputRequired][mrtr_trio.InputRequired].
@@ -182,6 +184,12 @@ class Runtime:
         *bind* is extra context the token is bound to (the MCP host passes method, target,
         principal and audience); *host* lends the handler's context progress, logging and the
         host's request object.
+
+        *turn* is for hosts that can wait for the client in-process (the tasks extension, where
+        a flow goes on in the background): ``await turn(suspend)`` is called when the client
+        must answer ``suspend.requests`` (none: a pause; ``suspend.retry_after`` set: a
+        ``poll`` waiting) and returns the client's responses, or ``None`` to end the round with
+        a token as usual.
 
         Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] before any handler code
         runs when the token fails verification,
@@ -201,6 +209,7 @@ class Runtime:
             client_capabilities=client_capabilities,
             bind=bind,
             host=host,
+            turn=turn,
         )
 
     async def run_live(

@@ -295,9 +295,11 @@ async def test_mrtr_rounds_before_the_task(url: str) -> None:
     assert first["resultType"] == "input_required" and "taskId" not in first
     assert list(first["inputRequests"]) == ["user_name"]
     state = first["requestState"]
-    assert state.startswith("flow.")
+    # A signed token like any other round's, not a handle on a parked flow: the rounds before
+    # the task are as stateless as the rest of the era (any process with the key continues).
+    assert "." not in state and len(state) < 200
 
-    # A malformed answer is -32602 and the handle stays good; a schema-invalid one is re-asked.
+    # A malformed answer is -32602 and the token stays good; a schema-invalid one is re-asked.
     error = await call(url, "ask_then_work", inputResponses={"user_name": 1}, requestState=state)
     assert error["code"] == -32602
     again = await call(
@@ -308,8 +310,11 @@ async def test_mrtr_rounds_before_the_task(url: str) -> None:
     )
     assert again["resultType"] == "input_required" and list(again["inputRequests"]) == ["user_name"]
     assert again["requestState"] != state
-    stale = await call(url, "ask_then_work", requestState=state)  # single use
-    assert stale["code"] == -32602 and stale["message"] == "Invalid or expired requestState"
+    replayed = await call(url, "ask_then_work", requestState=state)  # presented again
+    assert replayed["resultType"] == "input_required"
+    assert list(replayed["inputRequests"]) == ["user_name"]
+    tampered = await call(url, "ask_then_work", requestState=state[:-2] + "AA")
+    assert tampered["code"] == -32602 and tampered["message"] == "Invalid or expired requestState"
     foreign = await call(url, "ask_then_work", {"x": 1}, requestState=again["requestState"])
     assert foreign["code"] == -32602  # bound to the tool and its arguments
 
@@ -333,6 +338,28 @@ async def test_mrtr_rounds_before_the_task(url: str) -> None:
     )
     task = await until(url, created["taskId"], "completed")
     assert task["result"]["content"][0]["text"] == "Alice True"
+
+
+async def test_rounds_before_the_task_continue_in_another_process(nursery: trio.Nursery) -> None:
+    # Two servers with one key stand in for two processes behind a load balancer: the round
+    # that asks runs on one, the round that reaches background() on the other, which then owns
+    # the task.
+    first_url = await nursery.start(make_app().serve_http, "127.0.0.1", 0)
+    second_url = await nursery.start(make_app().serve_http, "127.0.0.1", 0)
+    first = await call(first_url, "ask_then_work")
+    created = await call(
+        second_url,
+        "ask_then_work",
+        inputResponses={"user_name": {"action": "accept", "content": {"name": "Bo"}}},
+        requestState=first["requestState"],
+    )
+    assert created["resultType"] == "task"
+    task = await until(second_url, created["taskId"], "input_required")
+    (key,) = task["inputRequests"]
+    answer = {key: {"action": "accept", "content": {"confirm": False}}}
+    await rpc(second_url, "tasks/update", {"taskId": created["taskId"], "inputResponses": answer})
+    task = await until(second_url, created["taskId"], "completed")
+    assert task["result"]["content"][0]["text"] == "Bo False"
 
 
 async def test_who_gets_a_task(url: str) -> None:
@@ -475,7 +502,9 @@ async def test_a_task_waits_on_poll_while_working(autojump_clock: trio.abc.Clock
         created = await client.session.call_tool("wait_for_approval", {}, allow_claimed=True)
         task_id = created.task_id  # type: ignore[union-attr]
         await trio.sleep(60)
-        assert (await store.get(task_id)).status == "working"  # type: ignore[union-attr]
+        waiting = await store.get(task_id)
+        assert waiting is not None and waiting.status == "working"
+        assert waiting.to_wire(detailed=True)["pollIntervalMs"] == 30_000  # the poll's `every`
         await trio.sleep(90)
         task = await store.get(task_id)
         assert task is not None and task.status == "completed"

@@ -26,7 +26,6 @@ from ._tasks import (
     TaskPolicy,
     Tasks,
     declares_tasks,
-    is_flow_handle,
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore
@@ -257,7 +256,7 @@ class App:
             arguments = entry.validate(raw)
         except ArgumentsError as error:  # per spec, a tool execution error
             return error_result(str(error))
-        if declared or is_flow_handle(params.request_state):
+        if declared:
             policy: TaskPolicy = "required" if entry.task == "required" else "optional"
             return await self._tasks.call_tool(ctx, entry, raw, arguments, params, policy)
         return await self._serve(

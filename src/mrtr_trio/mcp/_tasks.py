@@ -1,18 +1,20 @@
 """The tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663): a tool call that becomes a
-task, and the third driver, which runs the unchanged handler live in the background.
+task, and the third driver, which runs the unchanged handler in the background.
 
-The driver is [Runtime.run_live][mrtr_trio.Runtime.run_live] with a back channel of its own.
-Before a task exists, each ask the flow makes is returned to the client as an
-``input_required`` result whose ``requestState`` is an opaque, single-use handle on the parked
-flow, and the retry's ``inputResponses`` answer it (MRTR before the task). When the handler
-yields [background()][mrtr_trio.mcp.background] the task is created (readable by ``tasks/get``
-before the ``CreateTaskResult`` is sent) and the flow goes on in a nursery the server owns:
-each ask now sets the task to ``input_required`` with ``inputRequests``, and ``tasks/update``
-answers it. Answers are checked as in the other eras: malformed ones are ``-32602`` naming the
-key (and nothing is taken), valid ones are kept, unknown keys ignored, and content that fails
-the requested schema is asked again by the core. ``tasks/cancel`` cancels the flow's trio task
-(the generator is closed, its ``finally`` runs); the time to live cancels it too and removes
-the task.
+A tool call that may become a task is one modern round of its flow
+([Runtime.advance][mrtr_trio.Runtime.advance]), run in a nursery the server owns while the
+request waits for what to answer. Before the task exists, a client turn ends the round as
+always: an ``input_required`` result with a signed ``requestState``, whose retry may land on
+any process holding the key (MRTR before the task, as stateless as every other round). When the
+handler yields [background()][mrtr_trio.mcp.background] the task is created (readable by
+``tasks/get`` before the ``CreateTaskResult`` is sent), the request answers with it, and the
+round simply goes on in the background: from then on a client turn waits in-process, the
+requests become the task's ``inputRequests`` (under keys never reused) and ``tasks/update``
+answers them. Answers are checked as in the other eras: malformed ones are ``-32602`` naming
+the key (and nothing is taken), valid ones are kept, unknown keys ignored, and content that
+fails the requested schema is asked again by the core. ``tasks/cancel`` cancels the flow's
+trio task (the generator is closed, its ``finally`` runs); the time to live cancels it too and
+removes the task.
 
 The handler's own outcome decides the task's: a value or a tool error (anything but a protocol
 error) ends ``completed`` with the ``CallToolResult`` a synchronous call would have returned;
@@ -37,9 +39,10 @@ from .._errors import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     InvalidInputResponse,
-    InvalidRequestState,
 )
 from .._flow import Step, step
+from .._modern import InputRequired
+from .._replay import Suspend
 from .._runtime import Runtime
 from .._values import Answer, Request, parse_answer
 from ._host import (
@@ -53,23 +56,25 @@ from ._host import (
 from ._registry import Entry
 from ._sdk import mcp_name_header
 from ._taskstore import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, TaskStoreFull
-from ._wire import PROTOCOL_ERRORS, error_message, error_result, mcp_error, sdk_request, tool_result
+from ._wire import (
+    PROTOCOL_ERRORS,
+    error_message,
+    error_result,
+    input_required_result,
+    mcp_error,
+    tool_result,
+)
 
 __all__ = [
-    "FLOW_HANDLE_PREFIX",
     "TASKS_EXTENSION",
     "TaskPolicy",
     "Tasks",
     "background",
-    "is_flow_handle",
 ]
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskPolicy = Literal["forbidden", "optional", "required"]
 TASK_POLICIES: tuple[str, ...] = ("forbidden", "optional", "required")
-#: The ``requestState`` of a parked pre-task flow starts with this; a core token never does
-#: (it is base64url, which has no ``.``).
-FLOW_HANDLE_PREFIX = "flow."
 METHOD_NOT_FOUND = -32601
 HEADER_MISMATCH = -32020
 _NURSERY_KEY = "mrtr_trio.tasks.nursery"
@@ -99,11 +104,6 @@ def background() -> Step:
     return step(_enter_background)
 
 
-def is_flow_handle(request_state: str | None) -> bool:
-    """Whether *request_state* names a parked pre-task flow (not a core token)."""
-    return isinstance(request_state, str) and request_state.startswith(FLOW_HANDLE_PREFIX)
-
-
 def missing_tasks_extension(what: str) -> MCPError:
     """The ``-32021`` error for a client that did not declare the tasks extension."""
     return MCPError(
@@ -121,14 +121,14 @@ def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
     return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
 
 
-# ------------------------------------------------------------------------ what a turn is
+# ------------------------------------------------------------- what the request answers
 
 
 @attrs.frozen
 class _Asking:
-    """Before the task: the flow waits for these answers (wire key → request)."""
+    """Before the task: the round ended with a client turn."""
 
-    requests: Mapping[str, Request]
+    outcome: InputRequired
 
 
 @attrs.frozen
@@ -146,31 +146,15 @@ class _Ended:
     error: MCPError | None
 
 
-_Turn: TypeAlias = _Asking | _Started | _Ended
-
-
-class _PendingAsk:
-    """One outstanding request and the answer that will end its wait."""
-
-    def __init__(self, key: str, wire_key: str, request: Request) -> None:
-        self.key = key
-        self.wire_key = wire_key
-        self.request = request
-        self.answer: Answer | None = None
-        self.answered = trio.Event()
-
-    def resolve(self, answer: Answer) -> None:
-        self.answer = answer
-        self.answered.set()
+_Answer: TypeAlias = _Asking | _Started | _Ended
 
 
 class _FlowHost:
-    """The flow's [Host][mrtr_trio.Host]: progress and logs reach the request currently
-    waiting on the flow (a pre-task round); a task has no stream for them, so they are
-    dropped."""
+    """The flow's [Host][mrtr_trio.Host]: progress and logs reach the request waiting on the
+    flow's round; a task has no stream for them, so they are dropped."""
 
-    def __init__(self) -> None:
-        self.current: RequestHost | None = None
+    def __init__(self, request: RequestHost) -> None:
+        self.current: RequestHost | None = request
 
     @property
     def request_context(self) -> Any:
@@ -191,72 +175,88 @@ class _FlowHost:
 
 
 class TaskFlow:
-    """One task-capable tool call's flow, run live in the background: first behind MRTR rounds
-    of the call, then (after ``background()``) as a task."""
+    """One round of a task-capable tool call, run in the background: it ends like any modern
+    round, unless it reaches ``background()`` first; then it goes on as a task."""
 
     def __init__(
         self,
         tasks: Tasks,
         entry: Entry,
         arguments: Mapping[str, Any],
-        capabilities: Mapping[str, Any],
+        params: types.CallToolRequestParams,
+        responses: Mapping[str, Any] | None,
+        ctx: ServerRequestContext[Any],
         bind: bytes,
-        owner: tuple[str, ...],
-        preloaded: Mapping[str, Any] | None,
     ) -> None:
         self.tasks = tasks
         self.entry = entry
         self.arguments = arguments
-        self.capabilities = capabilities
+        self.request_state = params.request_state
+        self.responses = responses
+        self.capabilities = client_capabilities(ctx)
         self.bind = bind
-        self.owner = owner
-        self.host = _FlowHost()
+        self.owner = principal()
+        self.host = _FlowHost(RequestHost(ctx))
         self.record: TaskRecord | None = None
-        self.ended: _Ended | None = None
-        self.handle: str | None = None
+        self.answer: _Answer | None = None
+        self.ready = trio.Event()  # the waiting request has its answer
         self.cancel_scope = trio.CancelScope()
-        self._preloaded = preloaded
-        self._asks: dict[str, _PendingAsk] = {}
+        self.finished = trio.Event()
+        self._asks: dict[str, tuple[str, Request]] = {}  # wire key -> (flow's key, request)
+        self._answers: dict[str, Any] = {}
+        self._answered = trio.Event()
         self._issued: set[str] = set()
         self._cancel_requested = False
-        self._changed = trio.Event()
-        self.finished = trio.Event()
 
     # ----------------------------------------------------------- the flow's own trio task
 
     async def run(self, runtime: Runtime) -> None:
-        """Run the handler to its end (in the server's task nursery)."""
+        """Run the round to its end (in the server's task nursery)."""
         _CURRENT_FLOW.set(self)
+        asking: InputRequired | None = None
         result: types.CallToolResult | None = None
         error: MCPError | None = None
         try:
             with self.cancel_scope:
                 try:
-                    value = await runtime.run_live(
+                    outcome = await runtime.advance(
                         self.entry.fn,
                         self.arguments,
-                        self._ask,
+                        input_responses=self.responses,
+                        request_state=self.request_state,
                         client_capabilities=self.capabilities,
+                        bind=self.bind,
                         host=self.host,
+                        turn=self._turn,
                     )
-                    result = tool_result(value)
+                    if isinstance(outcome, InputRequired):
+                        asking = outcome
+                    else:
+                        result = tool_result(outcome.value)
                 except PROTOCOL_ERRORS as failure:
                     error = mcp_error(failure)
                 except Exception as failure:  # a tool error, as a synchronous call reports it
                     result = error_result(error_message(failure))
             with trio.CancelScope(shield=True):
-                await self._end(result, error)
+                await self._end(asking, result, error)
         finally:
             self.finished.set()
             self.tasks._forget(self)
 
-    async def _end(self, result: types.CallToolResult | None, error: MCPError | None) -> None:
+    async def _end(
+        self,
+        asking: InputRequired | None,
+        result: types.CallToolResult | None,
+        error: MCPError | None,
+    ) -> None:
         self._asks.clear()
         if self.record is None:
-            if result is None and error is None:  # cancelled before it became a task
-                error = MCPError(-32603, f"the flow of tool {self.entry.name!r} was cancelled")
-            self.ended = _Ended(result, error)
-            self._notify()
+            if asking is not None:
+                self._answer(_Asking(asking))
+            else:
+                if result is None and error is None:  # cancelled before it became a task
+                    error = MCPError(-32603, f"the flow of tool {self.entry.name!r} was cancelled")
+                self._answer(_Ended(result, error))
             return
         if self.cancel_scope.cancelled_caught and not self._cancel_requested:
             await self.tasks.store.delete(self.record.task_id)  # its time to live ran out
@@ -269,54 +269,55 @@ class TaskFlow:
             assert result is not None
             await self._save(status="completed", result=_result_json(result))
 
-    # ------------------------------------------------------------------ the back channel
+    def _answer(self, answer: _Answer) -> None:
+        self.answer = answer
+        self.ready.set()
 
-    async def _ask(self, key: str, request: Request) -> Answer:
-        """run_live's ``ask``: publish one request and wait for its answer."""
-        if self.record is None and self._preloaded is not None and key in self._preloaded:
-            return _parse(key, request, self._preloaded[key])
-        pending = self._publish(key, request)
-        try:
-            if self.record is not None:
-                await self._save()
-            self._notify()
-            await pending.answered.wait()
-            assert pending.answer is not None
-            return pending.answer
-        finally:
-            if self._asks.get(pending.wire_key) is pending:
-                del self._asks[pending.wire_key]
+    # ------------------------------------------------------------------ the client's turns
 
-    def _publish(self, key: str, request: Request) -> _PendingAsk:
-        wire_key = key
-        if self.record is not None:  # a task's keys are never reused over its lifetime
+    async def _turn(self, suspend: Suspend) -> Mapping[str, Any] | None:
+        """The core's client turn: before the task, none (the round ends with a token); in
+        the task, publish the requests and wait for ``tasks/update``."""
+        if self.record is None:
+            return None
+        if suspend.retry_after is not None:  # a poll: the task works, and looks again later
+            await self._save(poll_interval=suspend.retry_after)
+            await trio.sleep(suspend.retry_after)
+            return {}
+        if not suspend.requests:  # a pause: a task's client has nothing to do
+            return {}
+        for key, request in suspend.requests.items():
+            wire_key = key
             n = 1
-            while wire_key in self._issued:
+            while wire_key in self._issued:  # a task's keys are never reused in its lifetime
                 n += 1
                 wire_key = f"{key}~{n}"
             self._issued.add(wire_key)
-        pending = _PendingAsk(key, wire_key, request)
-        self._asks[wire_key] = pending
-        return pending
+            self._asks[wire_key] = (key, request)
+        self._answers, self._answered = {}, trio.Event()
+        await self._save()
+        await self._answered.wait()
+        return self._answers
 
     def deliver(self, responses: Mapping[str, Any]) -> None:
-        """Answer outstanding asks from *responses* (wire key → client JSON), all or none:
+        """Answer outstanding requests from *responses* (wire key → client JSON), all or none:
         a malformed answer raises [InvalidInputResponse][mrtr_trio.InvalidInputResponse]
         naming its key and nothing is taken; keys not outstanding are ignored."""
-        parsed = {
-            wire_key: _parse(wire_key, self._asks[wire_key].request, raw)
-            for wire_key, raw in responses.items()
-            if wire_key in self._asks
-        }
-        for wire_key, answer in parsed.items():
-            self._asks.pop(wire_key).resolve(answer)
+        taken = {wire_key: raw for wire_key, raw in responses.items() if wire_key in self._asks}
+        for wire_key, raw in taken.items():  # all of them, before any is taken
+            _parse(wire_key, self._asks[wire_key][1], raw)
+        for wire_key, raw in taken.items():
+            key, _ = self._asks.pop(wire_key)
+            self._answers[key] = raw
+        if taken and not self._asks:
+            self._answered.set()
 
     # ------------------------------------------------------------------------ the task
 
     async def enter_task(self) -> None:
         """``background()`` reached: create the task (if this call may have one) before the
         client hears of it, and go on in the background."""
-        if self.record is not None or self.ended is not None:
+        if self.record is not None:
             return
         tasks = self.tasks
         now = tasks.store.clock()
@@ -331,12 +332,11 @@ class TaskFlow:
         )
         await tasks.store.create(record)
         self.record = record
-        self._preloaded = None
         tasks._by_task[record.task_id] = self
         if tasks.ttl is not None:
             self.cancel_scope.deadline = trio.current_time() + tasks.ttl
         self.host.current = None
-        self._notify()
+        self._answer(_Started(record))
 
     async def cancel_task(self) -> None:
         """``tasks/cancel``: the task is ``cancelled`` at once; the handler is cancelled (its
@@ -356,36 +356,12 @@ class TaskFlow:
             return
         if status is None:
             status = "input_required" if self._asks else "working"
-        asks = {key: ask.request.to_wire() for key, ask in self._asks.items()}
+        asks = {key: request.to_wire() for key, (_, request) in self._asks.items()}
+        changes.setdefault("poll_interval", self.tasks.poll_interval)
         self.record = current.evolve(
             self.tasks.store.clock(), status=status, input_requests=asks, **changes
         )
         await self.tasks.store.put(self.record)
-
-    # ------------------------------------------------------------- the waiting request
-
-    def _notify(self) -> None:
-        self._changed.set()
-
-    async def next_turn(self) -> _Turn:
-        """Wait until the flow needs the client, became a task, or ended."""
-        while True:
-            if self.record is not None:
-                return _Started(self.record)
-            if self.ended is not None:
-                return self.ended
-            if self._asks:
-                # A batch's asks are published by sibling trio tasks: let them all arrive.
-                count = -1
-                while count != len(self._asks):
-                    count = len(self._asks)
-                    await trio.lowlevel.checkpoint()
-                if self._asks and self.record is None and self.ended is None:
-                    self._preloaded = None
-                    return _Asking({k: a.request for k, a in self._asks.items()})
-                continue
-            await self._changed.wait()
-            self._changed = trio.Event()
 
 
 def _parse(key: str, request: Request, raw: Any) -> Answer:
@@ -418,7 +394,7 @@ class Tasks:
     - *ttl*: seconds a task lives after its creation (``None``: unlimited); a task still
       running then is cancelled and removed;
     - *poll_interval*: the ``pollIntervalMs`` suggested to clients, in seconds;
-    - *max_flows*: how many task-capable flows (parked before their task, or running) this
+    - *max_flows*: how many task-capable flows (a round in progress, or a task running) this
       process holds at once.
     """
 
@@ -445,7 +421,6 @@ class Tasks:
         self.poll_interval = None if poll_interval is None else float(poll_interval)
         self.max_flows = max_flows
         self._by_task: dict[str, TaskFlow] = {}
-        self._by_handle: dict[str, TaskFlow] = {}
         self._flows: set[TaskFlow] = set()
 
     # -------------------------------------------------------------------------- lifespan
@@ -461,8 +436,6 @@ class Tasks:
 
     def _forget(self, flow: TaskFlow) -> None:
         self._flows.discard(flow)
-        if flow.handle is not None:
-            self._by_handle.pop(flow.handle, None)
         if flow.record is not None:
             self._by_task.pop(flow.record.task_id, None)
 
@@ -478,44 +451,36 @@ class Tasks:
         policy: TaskPolicy,
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """Serve a ``tools/call`` of a task-capable tool from a client that declared the
-        extension: one round of the flow before its task, or the ``CreateTaskResult``."""
-        if not declares_tasks(ctx):
-            raise missing_tasks_extension(f"continuing the flow of tool {entry.name!r}")
+        extension: one round of the flow, or the ``CreateTaskResult`` when it goes on as a
+        task."""
         bind = request_bind(ctx.method, entry.name, raw_arguments, self.audience)
-        responses = raw_input_responses(params)
-        request_state = params.request_state
-        if responses is not None and not (
-            isinstance(responses, Mapping) and all(isinstance(k, str) for k in responses)
-        ):
-            raise mcp_error(InvalidInputResponse("inputResponses must be an object of answers"))
-        if request_state is None:
-            flow = self._start(ctx, entry, arguments, bind, responses)
-        else:
-            flow = self._resume(request_state, bind, responses or {})
-        turn = await self._wait(ctx, flow)
-        if isinstance(turn, _Asking):
-            flow.handle = f"{FLOW_HANDLE_PREFIX}{secrets.token_urlsafe(24)}"
-            self._by_handle[flow.handle] = flow
-            return types.InputRequiredResult(
-                input_requests={key: sdk_request(r) for key, r in turn.requests.items()},
-                request_state=flow.handle,
-            )
-        if isinstance(turn, _Started):
-            return turn.record.to_wire(detailed=False)
+        flow = self._start(ctx, entry, arguments, params, bind)
+        try:
+            await flow.ready.wait()
+        except BaseException:
+            if flow.record is None:  # the caller went away before a task existed
+                flow.cancel_scope.cancel()
+            raise
+        answer = flow.answer
+        if isinstance(answer, _Asking):
+            return input_required_result(answer.outcome)
+        if isinstance(answer, _Started):
+            return answer.record.to_wire(detailed=False)
+        assert isinstance(answer, _Ended)
         if policy == "required":  # it never went to the background: a task born finished
-            return await self._born_finished(flow.owner, turn)
-        if turn.error is not None:
-            raise turn.error
-        assert turn.result is not None
-        return turn.result
+            return await self._born_finished(flow.owner, answer)
+        if answer.error is not None:
+            raise answer.error
+        assert answer.result is not None
+        return answer.result
 
     def _start(
         self,
         ctx: ServerRequestContext[Any],
         entry: Entry,
         arguments: Mapping[str, Any],
+        params: types.CallToolRequestParams,
         bind: bytes,
-        responses: Mapping[str, Any] | None,
     ) -> TaskFlow:
         nursery = (
             ctx.lifespan_context.get(_NURSERY_KEY)
@@ -532,34 +497,11 @@ class Tasks:
             raise MCPError(
                 -32603, f"the server is running {self.max_flows} task flows; retry later"
             )
-        capabilities = client_capabilities(ctx)
-        flow = TaskFlow(self, entry, arguments, capabilities, bind, principal(), responses)
+        responses = raw_input_responses(params)
+        flow = TaskFlow(self, entry, arguments, params, responses, ctx, bind)
         self._flows.add(flow)
         nursery.start_soon(flow.run, self.runtime)
         return flow
-
-    def _resume(self, handle: str, bind: bytes, responses: Mapping[str, Any]) -> TaskFlow:
-        flow = self._by_handle.get(handle)
-        if flow is None or flow.bind != bind:
-            raise mcp_error(InvalidRequestState("unknown, used or foreign flow handle"))
-        try:
-            flow.deliver(responses)  # a malformed answer raises here; the handle stays valid
-        except InvalidInputResponse as error:
-            raise mcp_error(error) from None
-        del self._by_handle[handle]
-        flow.handle = None
-        return flow
-
-    async def _wait(self, ctx: ServerRequestContext[Any], flow: TaskFlow) -> _Turn:
-        flow.host.current = RequestHost(ctx)
-        try:
-            return await flow.next_turn()
-        except BaseException:
-            if flow.record is None:  # the caller went away before a task existed
-                flow.cancel_scope.cancel()
-            raise
-        finally:
-            flow.host.current = None
 
     async def _born_finished(self, owner: tuple[str, ...], turn: _Ended) -> dict[str, Any]:
         now = self.store.clock()
