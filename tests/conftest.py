@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -33,3 +34,10 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(autouse=True)
+def _no_keys_from_the_developers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests choose their keys: an MRTR_TRIO_KEYS exported in the shell that runs them must not
+    change what they see (tests that need it set it themselves)."""
+    monkeypatch.delenv("MRTR_TRIO_KEYS", raising=False)

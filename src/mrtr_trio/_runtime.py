@@ -12,19 +12,20 @@ import attrs
 from ._context import Host
 from ._flow import Handler, is_generator_handler
 from ._journal import Pending, PendingPoll, qualified_name
+from ._keys import default_keys
 from ._live import AskFunction, run_live
 from ._modern import Complete, InputRequired, advance
 from ._replay import Finish
 from ._steps import StepStore
-from ._token import Keyring, StateCodec, binding_digest, check_keys, warn_ephemeral
+from ._token import Keyring, StateCodec, binding_digest, check_keys
 from ._values import Request
 
 __all__ = ["Runtime", "StateInfo"]
 
 
 def _keys(keys: Sequence[bytes] | None) -> tuple[bytes, ...]:
-    # Called from Runtime.__init__: the warning points at the line that made the Runtime.
-    return warn_ephemeral(stacklevel=3) if keys is None else check_keys(keys)
+    # MRTR_TRIO_KEYS, else the process key with a warning naming the user's line.
+    return default_keys() if keys is None else check_keys(keys)
 
 
 def _float(value: Any) -> Any:
@@ -98,7 +99,8 @@ class Runtime:
     whole legacy flow live ([run_live][mrtr_trio.Runtime.run_live]).
 
     - *keys*: ``requestState`` signing keys, each at least 32 bytes; the first signs, all
-      verify (rotation). ``None``: one random key per process, with a warning.
+      verify (rotation). ``None``: the keys in ``MRTR_TRIO_KEYS`` when it is set, else one
+      random key per process, with a warning.
     - *ttl*: seconds a token stays valid after it was minted.
     - *max_rounds*: round trips to the client before the flow fails with
       [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded].

@@ -425,8 +425,9 @@ def warn_ephemeral(stacklevel: int) -> tuple[bytes, ...]:
     """Warn that state is signed with the per-process key, and return that key."""
     warnings.warn(
         "Runtime(keys=None) signs requestState with a random per-process key: in-flight "
-        "modern flows will not survive a restart or reach another process. Pass "
-        "keys=[secret] (at least 32 bytes) to scale out.",
+        "modern flows will not survive a restart or reach another process. Set MRTR_TRIO_KEYS "
+        "(make a key with `mrtr-trio keygen`) or pass keys=[secret] (at least 32 bytes) to "
+        "scale out.",
         EphemeralKeyWarning,
         stacklevel=stacklevel + 1,
     )

@@ -4,6 +4,7 @@ eras, on the official SDK's low-level server.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -30,7 +31,7 @@ from ._tasks import (
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore
-from ._transports import asgi_app, serve_http, serve_stdio
+from ._transports import asgi_app, check_may_serve, run_until_interrupted, serve_http, serve_stdio
 from ._wire import (
     PROTOCOL_ERRORS,
     error_message,
@@ -396,9 +397,10 @@ class App:
     ) -> None:
         """Serve Streamable HTTP on hypercorn's trio worker until cancelled.
 
-        ``url = await nursery.start(app.serve_http, "127.0.0.1", 0)`` returns the endpoint URL
+        `url = await nursery.start(app.serve_http, "127.0.0.1", 0)` returns the endpoint URL
         with the real port.
         """
+        check_may_serve("App.serve_http()")
         app = self.asgi(
             path=path, stateless=stateless, json_response=json_response, allowed_hosts=allowed_hosts
         )
@@ -406,6 +408,7 @@ class App:
 
     async def serve_stdio(self) -> None:
         """Serve on this process's stdin and stdout until EOF or cancellation."""
+        check_may_serve("App.serve_stdio()")
         await serve_stdio(self.server)
 
     def run(
@@ -414,10 +417,16 @@ class App:
         host: str = "127.0.0.1",
         port: int = 8000,
     ) -> None:
-        """Serve until interrupted (blocking, on trio)."""
-        if transport == "stdio":
-            trio.run(self.serve_stdio)
-        elif transport == "http":
-            trio.run(lambda: self.serve_http(host, port))
-        else:
+        """Serve until stdin closes (stdio) or Ctrl-C, which exits quietly (blocking, on trio).
+
+        HTTP is served at `http://{host}:{port}/mcp`. Put the call under
+        `if __name__ == "__main__":`, so that `mrtr-trio serve file.py` can import the file
+        without starting a server.
+        """
+        if transport not in ("stdio", "http"):
             raise ValueError(f'transport must be "stdio" or "http", got {transport!r}')
+        check_may_serve(f"App.run({transport!r})")
+        if transport == "stdio":
+            run_until_interrupted(self.serve_stdio)
+        else:
+            run_until_interrupted(functools.partial(self.serve_http, host, port))
