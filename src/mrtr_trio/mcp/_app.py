@@ -5,7 +5,6 @@ eras, on the official SDK's low-level server.
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -20,6 +19,7 @@ from .._errors import INTERNAL_ERROR, MrtrError
 from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
+from ._log import log_calls, log_failure
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._tasks import (
     TASK_POLICIES,
@@ -44,7 +44,6 @@ from ._wire import (
 
 __all__ = ["App"]
 
-log = logging.getLogger("mrtr_trio.mcp")
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
 
@@ -101,6 +100,7 @@ class App:
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
         )
+        self.server.middleware.append(log_calls)
         self.server.middleware.append(guard_request_state)
         self.server.middleware.append(lift_input_responses)
         self._tasks.register(self.server)
@@ -332,7 +332,7 @@ class App:
         except PROTOCOL_ERRORS as error:
             raise mcp_error(error) from error
         except Exception as error:
-            log.info("%s %r failed: %r", entry.kind, entry.name, error)
+            log_failure(entry.kind, entry.name, error)
             if failure_result is not None:
                 return failure_result(error_message(error))
             if isinstance(error, MCPError):

@@ -36,6 +36,7 @@ from ._registry import Entry
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
 
 __all__ = [
+    "MRTR_METHODS",
     "RequestHost",
     "bind_bytes",
     "client_capabilities",
