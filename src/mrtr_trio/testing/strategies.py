@@ -236,11 +236,12 @@ def _strings(prop: Mapping[str, Any]) -> st.SearchStrategy[str]:
         return _exactly(low, high, {10: st.dates().map(datetime.date.isoformat)})
     if fmt == "date-time":
         return _exactly(low, high, _DATE_TIMES)
-    # email and uri: any length from 3 up.
+    # email: 3 to 254 characters; uri: any length from 3 up.
     low = max(low, 3)
-    if high is not None and high < low:
-        raise UnsatisfiableSchema(f"no {fmt} is at most {high} characters")
     top = low + 20 if high is None else high
+    top = min(top, 254) if fmt == "email" else top
+    if top < low:
+        raise UnsatisfiableSchema(f"no {fmt} is {low} to {high} characters long")
     return _emails(low, top) if fmt == "email" else _uris(low, top)
 
 
@@ -261,27 +262,48 @@ def _exactly(
     return st.one_of(fitting)
 
 
-_zones = st.sampled_from(
-    [datetime.UTC, datetime.timezone(-datetime.timedelta(hours=5, minutes=30))]
+_offsets = st.sampled_from(
+    [
+        datetime.timezone(datetime.timedelta(hours=hours, minutes=minutes))
+        for hours, minutes in ((-5, -30), (1, 0), (14, 0))
+    ]
 )
-_naive = st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31))
+_instants = st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31))
+
+
+def _rfc3339(moment: datetime.datetime, zone: datetime.tzinfo, timespec: str) -> str:
+    """An RFC 3339 date-time: the offset is always written, UTC as `Z`."""
+    text = moment.replace(tzinfo=zone).isoformat(timespec=timespec)
+    return text.removesuffix("+00:00") + "Z" if zone is datetime.UTC else text
+
+
+# RFC 3339 date-times by length: whole seconds or microseconds, in UTC (Z) or at an offset.
 _DATE_TIMES: Mapping[int, st.SearchStrategy[str]] = {
-    19: _naive.map(lambda d: d.isoformat(timespec="seconds")),
-    26: _naive.map(lambda d: d.isoformat(timespec="microseconds")),
-    25: st.builds(lambda d, z: d.replace(tzinfo=z).isoformat(timespec="seconds"), _naive, _zones),
-    32: st.builds(
-        lambda d, z: d.replace(tzinfo=z).isoformat(timespec="microseconds"), _naive, _zones
-    ),
+    length: st.builds(_rfc3339, _instants, st.just(zone) if zone else _offsets, st.just(spec))
+    for length, zone, spec in (
+        (20, datetime.UTC, "seconds"),
+        (27, datetime.UTC, "microseconds"),
+        (25, None, "seconds"),
+        (32, None, "microseconds"),
+    )
 }
 
 
 @st.composite
 def _emails(draw: st.DrawFn, low: int, high: int) -> str:
+    """RFC 5321 mailboxes of a length in [low, high]: a dot-free atom, `@`, and a domain of
+    LDH labels of at most 63 characters."""
     length = draw(st.integers(low, high))
-    local = draw(st.integers(1, length - 2))  # local@domain
-    head = draw(st.text(_WORD + "._+-", min_size=local, max_size=local))
-    tail = draw(st.text(_WORD + ".-", min_size=length - 1 - local, max_size=length - 1 - local))
-    return f"{head}@{tail}"
+    local = draw(st.integers(1, min(64, length - 2)))
+    head = draw(st.text(_WORD + "+_-", min_size=local, max_size=local))
+    labels, rest = [], length - 1 - local
+    while rest > 63:
+        size = 63 if rest > 64 else 62  # leave at least one character after the dot
+        labels.append(size)
+        rest -= size + 1
+    labels.append(rest)
+    domain = ".".join(draw(st.text(_WORD, min_size=n, max_size=n)) for n in labels)
+    return f"{head}@{domain}"
 
 
 @st.composite
