@@ -290,12 +290,10 @@ class App:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        for entry in self._entries["resource"].values():
-            variables = entry.match(uri)
-            if variables is not None:
-                break
-        else:
+        found = self._find_resource(uri)
+        if found is None:
             raise MCPError(-32602, f"Unknown resource: {uri}", {"uri": uri})
+        entry, variables = found
         try:
             arguments = entry.validate(variables)
         except ArgumentsError as error:
@@ -309,6 +307,18 @@ class App:
             uri,
             lambda value: resource_result(value, uri, entry.mime_type),
         )
+
+    def _find_resource(self, uri: str) -> tuple[Entry, dict[str, str | list[str]]] | None:
+        """The resource at *uri* and its template variables: a plain URI first, then the
+        templates in the order they were registered."""
+        resources = self._entries["resource"]
+        if uri in resources and not resources[uri].is_template:
+            return resources[uri], {}
+        for entry in resources.values():
+            variables = entry.match(uri) if entry.is_template else None
+            if variables is not None:
+                return entry, variables
+        return None
 
     async def _serve(
         self,
