@@ -2,7 +2,7 @@
 
 On a legacy MCP session a trio driver keeps the generator alive and turns each yielded request
 into a real server-to-client request; on a 2026-07-28 request the runtime checkpoints the flow
-into a signed CBOR ``requestState`` and replays it on the client's retry.
+into a signed CBOR `requestState` and replays it on the client's retry.
 
 This module only re-exports; see the private modules for the code.
 """

@@ -10,7 +10,7 @@ When neither the code nor the environment gives keys, one random key per process
 restart; the warning names the line of user code that made the runtime, however deep inside
 mrtr_trio the runtime was made (`App()` makes one too).
 
-[generate_key][mrtr_trio._keys.generate_key] is what `mrtr-trio keygen` prints.
+`generate_key` is what `mrtr-trio keygen` prints.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = [
     "parse_keys",
 ]
 
-#: The environment variable [default_keys][mrtr_trio._keys.default_keys] reads.
+#: The environment variable `default_keys` reads.
 ENVIRONMENT_VARIABLE = "MRTR_TRIO_KEYS"
 
 _HEX = re.compile(r"(?:[0-9A-Fa-f]{2})+")

@@ -5,11 +5,11 @@ MCP limits `requestedSchema` to a flat object whose properties are primitives: s
 single-choice enums (`enum`, or `oneOf` of `{const, title}`) and multi-choice arrays
 (`items.enum` or `items.anyOf`, with `minItems` / `maxItems`). This module owns two checks:
 
-- [check_schema][mrtr_trio._schema.check_schema]: is this a schema a client can render? Raises
+- `check_schema`: is this a schema a client can render? Raises
   `ValueError` or `TypeError` naming the problem. Hand-written, because the restriction is
   MCP's, not JSON Schema's.
-- [content_problems][mrtr_trio._schema.content_problems]: does accepted content satisfy it?
-  Validated by jsonschema with strict formats ([mrtr_trio._formats][]), one validator compiled
+- `content_problems`: does accepted content satisfy it?
+  Validated by jsonschema with strict formats (`mrtr_trio._formats`), one validator compiled
   per schema; the problems come back as sentences naming the field.
 """
 
@@ -107,11 +107,11 @@ def _check_consts(where: str, field: str, options: object) -> None:
 
 def content_problems(schema: Mapping[str, Any], content: Mapping[str, Any]) -> list[str]:
     """The ways *content* fails *schema* (a schema that passed
-    [check_schema][mrtr_trio._schema.check_schema]), one sentence each, naming the field; empty
+    `check_schema`), one sentence each, naming the field; empty
     when it satisfies it.
 
     Validated by jsonschema (Draft 2020-12) with strict formats
-    ([FORMATS][mrtr_trio._formats.FORMATS]): required fields, types, enums and `oneOf` /
+    (`FORMATS`): required fields, types, enums and `oneOf` /
     `anyOf` choices, numeric, length and item-count bounds, formats. Numbers must be finite.
     Fields the schema does not mention are not checked.
     """

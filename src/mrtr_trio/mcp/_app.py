@@ -1,5 +1,5 @@
-"""The MCP server: :class:`App` registers handlers of either style and serves them, in both
-eras, on the official SDK's low-level server.
+"""The MCP server: [App][mrtr_trio.mcp.App] registers handlers of either style and serves them, in
+both eras, on the official SDK's low-level server.
 """
 
 from __future__ import annotations
@@ -51,15 +51,15 @@ R = TypeVar("R")
 class App:
     """An MCP server whose tools, prompts and resources are mrtr_trio handlers.
 
-    - *name*: the server's name (also the audience its ``requestState`` tokens are bound to);
-    - *runtime*: the :class:`~mrtr_trio.Runtime` (keys and knobs); by default one with a
+    - *name*: the server's name (also the audience its `requestState` tokens are bound to);
+    - *runtime*: the [Runtime][mrtr_trio.Runtime] (keys and knobs); by default one with a
       per-process random key, which warns that modern flows will not survive a restart;
-    - *version*, *instructions*: what ``initialize`` and ``server/discover`` report;
+    - *version*, *instructions*: what `initialize` and `server/discover` report;
     - *task_store*, *task_ttl*, *task_poll_interval*: where tool calls that become tasks
       (the tasks extension) are kept, how many seconds each lives after its creation
-      (``None``: unlimited), and the polling interval suggested to clients.
+      (`None`: unlimited), and the polling interval suggested to clients.
 
-    ``app.server`` is the underlying ``mcp.server.lowlevel.Server``: ``mcp.Client(app.server)``
+    `app.server` is the underlying `mcp.server.lowlevel.Server`: `mcp.Client(app.server)`
     talks to it in-process, and its request handlers can be extended.
     """
 
@@ -125,17 +125,17 @@ class App:
         The first parameter is the context; the others form the input schema. *description*
         defaults to the docstring.
 
-        - *task*: the tool's policy under the tasks extension. ``"forbidden"`` (the default):
-          never a task. ``"optional"``: when the request declares the extension, a flow that
+        - *task*: the tool's policy under the tasks extension. `"forbidden"` (the default):
+          never a task. `"optional"`: when the request declares the extension, a flow that
           yields [background()][mrtr_trio.mcp.background] becomes a task there; otherwise it
-          runs as usual. ``"required"``: a request that does not declare the extension gets
-          ``-32021``.
+          runs as usual. `"required"`: a request that does not declare the extension gets
+          `-32021`.
         - *input_schema*: advertise this JSON schema verbatim (JSON Schema 2020-12 keywords
           included) instead of the one made from the parameters; arguments are still checked
           against the parameters.
         - *headers*: parameter name → header name: clients mirror the argument in the
-          ``Mcp-Param-<name>`` HTTP header (``x-mcp-header``, SEP-2243), and the server
-          rejects a request whose header does not match its body with ``-32020``. Only
+          `Mcp-Param-<name>` HTTP header (`x-mcp-header`, SEP-2243), and the server
+          rejects a request whose header does not match its body with `-32020`. Only
           string, integer and boolean parameters qualify.
         """
         if task not in TASK_POLICIES:
@@ -150,7 +150,7 @@ class App:
         )
 
     def prompt(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
-        """Register a prompt; it returns a ``str`` (one user message) or a list of messages."""
+        """Register a prompt; it returns a `str` (one user message) or a list of messages."""
         return self._register("prompt", name=name, description=description)
 
     def resource(
@@ -161,8 +161,8 @@ class App:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource at *uri*, which may be a template (``test://items/{id}``) whose
-        variables are the handler's parameters. It returns ``str`` (text) or ``bytes`` (blob)."""
+        """Register a resource at *uri*, which may be a template (`test://items/{id}`) whose
+        variables are the handler's parameters. It returns `str` (text) or `bytes` (blob)."""
         if not isinstance(uri, str) or "://" not in uri:
             raise TypeError(f"a resource needs a URI like 'scheme://path', got {uri!r}")
         return self._register(
@@ -332,7 +332,7 @@ class App:
         failure_result: Callable[[str], R] | None = None,
     ) -> R | types.InputRequiredResult:
         """Run the flow and shape its outcome. Protocol errors are JSON-RPC errors everywhere;
-        any other failure becomes *failure_result* (tools: an ``isError`` result) or, without
+        any other failure becomes *failure_result* (tools: an `isError` result) or, without
         one, a JSON-RPC error with the error's code (prompts, resources; DESIGN §3)."""
         try:
             outcome = await run_flow(
@@ -358,14 +358,14 @@ class App:
         *,
         principal: Sequence[str | None] | None = None,
     ) -> bytes:
-        """The ``bind`` bytes this app mints ``requestState`` with for one call: *method*
-        (``"tools/call"``, ``"prompts/get"``, ``"resources/read"``), *target* (the tool or
+        """The `bind` bytes this app mints `requestState` with for one call: *method*
+        (`"tools/call"`, `"prompts/get"`, `"resources/read"`), *target* (the tool or
         prompt name, or the resource URI), the *arguments* as the client sent them, and the
-        authenticated *principal* (``(client_id, issuer, subject)``, ``None`` when
+        authenticated *principal* (`(client_id, issuer, subject)`, `None` when
         unauthenticated).
 
-        With :class:`mrtr_trio.testing.RecordedState` and
-        :func:`mrtr_trio.testing.replay_recorded`, this checks tokens recorded from a running
+        With [mrtr_trio.testing.RecordedState][] and
+        [mrtr_trio.testing.replay_recorded][], this checks tokens recorded from a running
         server against new code before a deploy.
         """
         if method not in ("tools/call", "prompts/get", "resources/read"):
@@ -385,7 +385,7 @@ class App:
         allowed_hosts: Sequence[str] | None = None,
     ) -> Starlette:
         """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan). Only
-        loopback ``Host`` headers are accepted unless *allowed_hosts* is given."""
+        loopback `Host` headers are accepted unless *allowed_hosts* is given."""
         return asgi_app(
             self.server,
             path=path,

@@ -1,5 +1,5 @@
-"""``mrtr-trio demo``: one App, served over HTTP on loopback, driven by the official
-``mcp.Client`` in both eras, with a short transcript of every round."""
+"""`mrtr-trio demo`: one App, served over HTTP on loopback, driven by the official
+`mcp.Client` in both eras, with a short transcript of every round."""
 
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ class Entry:
         return self.uri_template is not None
 
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (a tool's ``inputSchema``): the one given verbatim,
+        """The JSON schema of the arguments (a tool's `inputSchema`): the one given verbatim,
         or the parameters' own; with each header-mapped parameter annotated."""
         if self.schema is not None:
             schema = copy.deepcopy(dict(self.schema))
@@ -70,7 +70,7 @@ class Entry:
         return schema
 
     def parameters(self) -> list[tuple[str, str | None, bool]]:
-        """``(name, description, required)`` for each argument (a prompt's argument list)."""
+        """`(name, description, required)` for each argument (a prompt's argument list)."""
         return [
             (field.alias or name, field.description, field.is_required())
             for name, field in self.arguments_model.model_fields.items()
@@ -78,7 +78,7 @@ class Entry:
 
     def validate(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """The arguments as the handler receives them (validated and converted), or
-        :class:`ArgumentsError` saying what is wrong."""
+        `ArgumentsError` saying what is wrong."""
         try:
             model = self.arguments_model.model_validate(dict(arguments or {}))
         except pydantic.ValidationError as error:
@@ -114,7 +114,7 @@ def make_entry(
     input_schema: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Entry:
-    """An [Entry][mrtr_trio.mcp._registry.Entry] for *fn*, or `TypeError`/`ValueError` saying
+    """An `Entry` for *fn*, or `TypeError`/`ValueError` saying
     why it cannot be one."""
     is_generator_handler(fn)  # raises TypeError for anything but an async def function
     name = name or getattr(fn, "__name__", None)

@@ -1,22 +1,22 @@
-"""The tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663): a tool call that becomes a
+"""The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): a tool call that becomes a
 task, and the third driver, which runs the unchanged handler live in the background.
 
 The driver is [Runtime.run_live][mrtr_trio.Runtime.run_live] with a back channel of its own.
 Before a task exists, each ask the flow makes is returned to the client as an
-``input_required`` result whose ``requestState`` is an opaque, single-use handle on the parked
-flow, and the retry's ``inputResponses`` answer it (MRTR before the task). When the handler
-yields [background()][mrtr_trio.mcp.background] the task is created (readable by ``tasks/get``
-before the ``CreateTaskResult`` is sent) and the flow goes on in a nursery the server owns:
-each ask now sets the task to ``input_required`` with ``inputRequests``, and ``tasks/update``
-answers it. Answers are checked as in the other eras: malformed ones are ``-32602`` naming the
+`input_required` result whose `requestState` is an opaque, single-use handle on the parked
+flow, and the retry's `inputResponses` answer it (MRTR before the task). When the handler
+yields [background()][mrtr_trio.mcp.background] the task is created (readable by `tasks/get`
+before the `CreateTaskResult` is sent) and the flow goes on in a nursery the server owns:
+each ask now sets the task to `input_required` with `inputRequests`, and `tasks/update`
+answers it. Answers are checked as in the other eras: malformed ones are `-32602` naming the
 key (and nothing is taken), valid ones are kept, unknown keys ignored, and content that fails
-the requested schema is asked again by the core. ``tasks/cancel`` cancels the flow's trio task
-(the generator is closed, its ``finally`` runs); the time to live cancels it too and removes
+the requested schema is asked again by the core. `tasks/cancel` cancels the flow's trio task
+(the generator is closed, its `finally` runs); the time to live cancels it too and removes
 the task.
 
 The handler's own outcome decides the task's: a value or a tool error (anything but a protocol
-error) ends ``completed`` with the ``CallToolResult`` a synchronous call would have returned;
-a protocol error (``-32602``, ``-32021``) ends ``failed`` with that JSON-RPC error.
+error) ends `completed` with the `CallToolResult` a synchronous call would have returned;
+a protocol error (`-32602`, `-32021`) ends `failed` with that JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ __all__ = [
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskPolicy = Literal["forbidden", "optional", "required"]
 TASK_POLICIES: tuple[str, ...] = ("forbidden", "optional", "required")
-#: The ``requestState`` of a parked pre-task flow starts with this; a core token never does
-#: (it is base64url, which has no ``.``).
+#: The `requestState` of a parked pre-task flow starts with this; a core token never does
+#: (it is base64url, which has no `.`).
 FLOW_HANDLE_PREFIX = "flow."
 METHOD_NOT_FOUND = -32601
 HEADER_MISMATCH = -32020
@@ -88,12 +88,12 @@ async def _enter_background() -> None:
 
 def background() -> Step:
     """Yield this where a tool's flow may go on in the background: from here, when the tool's
-    ``task`` policy and the request allow it, the call becomes a task (the client gets a
-    ``CreateTaskResult`` and polls ``tasks/get``), and later asks are the task's
-    ``inputRequests``. Asks before it are ordinary rounds of the call itself.
+    `task` policy and the request allow it, the call becomes a task (the client gets a
+    `CreateTaskResult` and polls `tasks/get`), and later asks are the task's
+    `inputRequests`. Asks before it are ordinary rounds of the call itself.
 
     Everywhere else (a live legacy session, a request that did not declare the tasks
-    extension, a tool whose policy is ``"forbidden"``) the flow simply continues. It is a
+    extension, a tool whose policy is `"forbidden"`) the flow simply continues. It is a
     [step][mrtr_trio.step], so replays skip it like any other.
     """
     return step(_enter_background)
@@ -105,7 +105,7 @@ def is_flow_handle(request_state: str | None) -> bool:
 
 
 def missing_tasks_extension(what: str) -> MCPError:
-    """The ``-32021`` error for a client that did not declare the tasks extension."""
+    """The `-32021` error for a client that did not declare the tasks extension."""
     return MCPError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
         f"{what} needs the {TASKS_EXTENSION} extension, which this request did not declare",
@@ -133,7 +133,7 @@ class _Asking:
 
 @attrs.frozen
 class _Started:
-    """The flow yielded ``background()``: this task now carries it."""
+    """The flow yielded `background()`: this task now carries it."""
 
     record: TaskRecord
 
@@ -192,7 +192,7 @@ class _FlowHost:
 
 class TaskFlow:
     """One task-capable tool call's flow, run live in the background: first behind MRTR rounds
-    of the call, then (after ``background()``) as a task."""
+    of the call, then (after `background()`) as a task."""
 
     def __init__(
         self,
@@ -272,7 +272,7 @@ class TaskFlow:
     # ------------------------------------------------------------------ the back channel
 
     async def _ask(self, key: str, request: Request) -> Answer:
-        """run_live's ``ask``: publish one request and wait for its answer."""
+        """run_live's `ask`: publish one request and wait for its answer."""
         if self.record is None and self._preloaded is not None and key in self._preloaded:
             return _parse(key, request, self._preloaded[key])
         pending = self._publish(key, request)
@@ -314,7 +314,7 @@ class TaskFlow:
     # ------------------------------------------------------------------------ the task
 
     async def enter_task(self) -> None:
-        """``background()`` reached: create the task (if this call may have one) before the
+        """`background()` reached: create the task (if this call may have one) before the
         client hears of it, and go on in the background."""
         if self.record is not None or self.ended is not None:
             return
@@ -339,15 +339,15 @@ class TaskFlow:
         self._notify()
 
     async def cancel_task(self) -> None:
-        """``tasks/cancel``: the task is ``cancelled`` at once; the handler is cancelled (its
-        ``finally`` runs in the background)."""
+        """`tasks/cancel`: the task is `cancelled` at once; the handler is cancelled (its
+        `finally` runs in the background)."""
         self._cancel_requested = True
         if self.record is not None and not self.record.terminal:
             await self._save(status="cancelled")
         self.cancel_scope.cancel()
 
     async def save(self) -> None:
-        """Write the task's current asks and status (after :meth:`deliver`)."""
+        """Write the task's current asks and status (after `deliver`)."""
         await self._save()
 
     async def _save(self, status: TaskStatus | None = None, **changes: Any) -> None:
@@ -410,14 +410,14 @@ def _error_json(error: MCPError) -> dict[str, Any]:
 
 
 class Tasks:
-    """An App's tasks: the store, the flows running in this process, and the ``tasks/*``
+    """An App's tasks: the store, the flows running in this process, and the `tasks/*`
     methods.
 
     - *store*: where task records live ([MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore] by
       default);
-    - *ttl*: seconds a task lives after its creation (``None``: unlimited); a task still
+    - *ttl*: seconds a task lives after its creation (`None`: unlimited); a task still
       running then is cancelled and removed;
-    - *poll_interval*: the ``pollIntervalMs`` suggested to clients, in seconds;
+    - *poll_interval*: the `pollIntervalMs` suggested to clients, in seconds;
     - *max_flows*: how many task-capable flows (parked before their task, or running) this
       process holds at once.
     """
@@ -477,8 +477,8 @@ class Tasks:
         params: types.CallToolRequestParams,
         policy: TaskPolicy,
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
-        """Serve a ``tools/call`` of a task-capable tool from a client that declared the
-        extension: one round of the flow before its task, or the ``CreateTaskResult``."""
+        """Serve a `tools/call` of a task-capable tool from a client that declared the
+        extension: one round of the flow before its task, or the `CreateTaskResult`."""
         if not declares_tasks(ctx):
             raise missing_tasks_extension(f"continuing the flow of tool {entry.name!r}")
         bind = request_bind(ctx.method, entry.name, raw_arguments, self.audience)
@@ -584,7 +584,7 @@ class Tasks:
     # ------------------------------------------------------------------------ tasks/*
 
     def register(self, server: Any) -> None:
-        """Add ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` to *server*."""
+        """Add `tasks/get`, `tasks/update` and `tasks/cancel` to *server*."""
         server.add_request_handler("tasks/get", types.RequestParams, self._get)
         server.add_request_handler("tasks/update", types.RequestParams, self._update)
         server.add_request_handler("tasks/cancel", types.RequestParams, self._cancel)
@@ -620,7 +620,7 @@ class Tasks:
         return {"resultType": "complete"}
 
     async def _find(self, ctx: ServerRequestContext[Any]) -> TaskRecord:
-        """The checks every ``tasks/*`` request passes, in the order the extension gives:
+        """The checks every `tasks/*` request passes, in the order the extension gives:
         era, routing header, the client's declaration, then the task id."""
         method = ctx.method
         if not is_modern(ctx):

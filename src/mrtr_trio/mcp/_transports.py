@@ -42,7 +42,7 @@ class ServingDuringImport(RuntimeError):
 @contextlib.contextmanager
 def importing(path: str) -> Iterator[None]:
     """While *path* is imported, starting a server raises
-    [ServingDuringImport][mrtr_trio.mcp._transports.ServingDuringImport] instead of serving
+    `ServingDuringImport` instead of serving
     (and hanging the import, or serving somewhere the command line did not ask for)."""
     global _importing
     previous, _importing = _importing, path
@@ -53,7 +53,7 @@ def importing(path: str) -> Iterator[None]:
 
 
 def check_may_serve(what: str) -> None:
-    """Raise [ServingDuringImport][mrtr_trio.mcp._transports.ServingDuringImport] if a file is
+    """Raise `ServingDuringImport` if a file is
     being imported by `mrtr-trio serve`; *what* names the call that tried to serve."""
     if _importing is not None:
         raise ServingDuringImport(f"{what} was called while importing {_importing}")
@@ -72,7 +72,7 @@ class _CancellableStdin:
     """Lines of fd 0, read in a thread trio may abandon on cancellation.
 
     The SDK's own stdin reader blocks cancellation until the next line arrives; this one lets
-    ``serve_stdio`` stop promptly when its caller is cancelled.
+    `serve_stdio` stop promptly when its caller is cancelled.
     """
 
     def __init__(self) -> None:
@@ -107,8 +107,8 @@ def asgi_app(
     json_response: bool,
     allowed_hosts: Sequence[str] | None,
 ) -> Starlette:
-    """A fresh Streamable HTTP ASGI app for *server*, accepting only loopback ``Host`` headers
-    unless *allowed_hosts* (``"host"`` or ``"host:port"``, ``*`` as a port wildcard) is given."""
+    """A fresh Streamable HTTP ASGI app for *server*, accepting only loopback `Host` headers
+    unless *allowed_hosts* (`"host"` or `"host:port"`, `*` as a port wildcard) is given."""
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
     patterns = [h if ":" in h.removeprefix("[").split("]")[-1] else f"{h}:*" for h in hosts]
     origins = [f"{scheme}://{p}" for p in patterns for scheme in ("http", "https")]
