@@ -30,6 +30,7 @@ def test_demo_drives_both_eras_over_http() -> None:
     assert "round 1: input_required, requestState" in out
     assert out.count("same result in both eras: True") == 2
     assert "Deployed api to prod (1 roots)" in out
+    assert "== deploy ==\n  yield style" in out and "== wipe ==\n  return style" in out
 
 
 def test_serve_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
