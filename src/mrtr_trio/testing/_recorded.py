@@ -37,7 +37,7 @@ class RecordedState:
     - *request_state*: the token exactly as the server returned it;
     - *arguments*: the handler's arguments on that call (as the handler received them);
     - *bind*: the `bind` bytes the token was minted with (`b""` for
-      `Runtime.advance <mrtr_trio.Runtime.advance>` called without one; the MCP host
+      [Runtime.advance][mrtr_trio.Runtime.advance] called without one; the MCP host
       binds method, target, principal and audience);
     - *label*: free text for the report (a tool name, a capture date).
 

@@ -50,7 +50,7 @@ class ReplayCheckError(AssertionError):
     `round` is the 1-based round of the flow, `expected` the requests that round asked
     (`{key: wire form}`, empty for a pause), `current` what replaying its token in a fresh
     runtime gave instead (`{key: wire form}`, or what the handler did instead of asking, as
-    `NondeterminismError.current <mrtr_trio.NondeterminismError>` reports it, or
+    [NondeterminismError.current][mrtr_trio.NondeterminismError] reports it, or
     `None` when the token did not verify).
     """
 
