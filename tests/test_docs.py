@@ -124,28 +124,23 @@ def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
             for block in blocks
             if block.is_python and not block.continued and not is_test(block)
         ]
-        run = subprocess.run(
-            [sys.executable, "-c", RUNNER, json.dumps(steps)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        run = python(["-c", RUNNER, json.dumps(steps)], tmp_path, env, timeout=120)
         assert run.returncode == 0, f"{page_id(page)}:\n{run.stdout}\n{run.stderr}"
         tests = [b for b in blocks if is_test(b)]
         if tests:
             expected = sum(len(re.findall(r"^(?:async )?def test_", b.code, re.M)) for b in tests)
-            ran = subprocess.run(
-                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"],
-                cwd=tmp_path,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=300,
-            )
+            pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"]
+            ran = python(pytest_args, tmp_path, env, timeout=300)
             assert ran.returncode == 0, f"{page_id(page)} tests:\n{ran.stdout}\n{ran.stderr}"
             assert f"{expected} passed" in ran.stdout, ran.stdout
+
+
+def python(
+    args: list[str], cwd: Path, env: dict[str, str], *, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def is_test(block: Block) -> bool:

@@ -77,12 +77,12 @@ KEYWORDS: list[tuple[dict[str, Any], Any, str | None]] = [
     (
         {"type": "array", "items": {"enum": CHOICES}, "minItems": 1},
         [],
-        "'v' must hold at least 1 choices, got []",
+        "'v' must hold at least 1 choice, got []",
     ),
     (
         {"type": "array", "items": {"enum": CHOICES}, "maxItems": 1},
         ["a", "b"],
-        '\'v\' must hold at most 1 choices, got ["a", "b"]',
+        '\'v\' must hold at most 1 choice, got ["a", "b"]',
     ),
     # formats
     ({"type": "string", "format": "date"}, "2024-01-31", None),

@@ -192,14 +192,18 @@ def _sentence(error: ValidationError) -> str:
     bounds = {
         "minimum": f"must be at least {expected}",
         "maximum": f"must be at most {expected}",
-        "minLength": f"must be at least {expected} characters long",
-        "maxLength": f"must be at most {expected} characters long",
-        "minItems": f"must hold at least {expected} choices",
-        "maxItems": f"must hold at most {expected} choices",
+        "minLength": f"must be at least {_count(expected, 'character')} long",
+        "maxLength": f"must be at most {_count(expected, 'character')} long",
+        "minItems": f"must hold at least {_count(expected, 'choice')}",
+        "maxItems": f"must hold at most {_count(expected, 'choice')}",
     }
     if keyword in bounds:
         return f"{bounds[keyword]}, got {got}"
     return error.message
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _shown(value: object) -> str:
