@@ -28,8 +28,8 @@ KEYWORDS: list[tuple[dict[str, Any], Any, str | None]] = [
     ({"type": "number"}, math.nan, "'v' must be a number, got NaN"),
     ({"type": "number"}, math.inf, "'v' must be a number, got Infinity"),
     ({"type": "boolean"}, False, None),
-    ({"type": "boolean"}, "yes", "'v' must be true or false, got \"yes\""),
-    ({"type": "boolean"}, 1, "'v' must be true or false, got 1"),
+    ({"type": "boolean"}, "yes", "'v' must be a boolean (true or false), got \"yes\""),
+    ({"type": "boolean"}, 1, "'v' must be a boolean (true or false), got 1"),
     (
         {"type": "array", "items": {"enum": CHOICES}},
         "a",

@@ -154,7 +154,7 @@ _TYPE_NAMES = {
     "string": "a string",
     "number": "a number",
     "integer": "an integer",
-    "boolean": "true or false",
+    "boolean": "a boolean (true or false)",
     "array": "a list of choices",
 }
 _FORMAT_EXAMPLES = {

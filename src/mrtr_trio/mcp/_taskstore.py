@@ -79,9 +79,9 @@ class TaskRecord:
         return attrs.evolve(self, updated_at=at, revision=self.revision + 1, **changes)
 
     def to_wire(self, *, detailed: bool) -> dict[str, Any]:
-        """The task as JSON: a `CreateTaskResult` (`detailed=False`: flat, ``resultType:
-        "task"`, no result, error or requests) or a `tasks/get` result (`detailed=True``:
-        `resultType: "complete"` with the status's extra field inlined). `ttlMs` is always
+        """The task as JSON: a `CreateTaskResult` (`detailed=False`: flat,
+        `resultType: "task"`, no result, error or requests) or a `tasks/get` result
+        (`detailed=True`: `resultType: "complete"` with the status's extra field inlined). `ttlMs` is always
         present (`null` when unlimited); `requestState` never is."""
         wire: dict[str, Any] = {
             "resultType": "complete" if detailed else "task",
