@@ -115,7 +115,7 @@ class StepStoreUnavailable(MrtrError):
 
 
 class StepInProgress(MrtrError):
-    """Another presentation of the same ``requestState`` is running this step; retrying the
+    """Another presentation of the same `requestState` is running this step; retrying the
     request later gets its result."""
 
 

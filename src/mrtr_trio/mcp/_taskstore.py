@@ -81,8 +81,8 @@ class TaskRecord:
     def to_wire(self, *, detailed: bool) -> dict[str, Any]:
         """The task as JSON: a `CreateTaskResult` (`detailed=False`: flat,
         `resultType: "task"`, no result, error or requests) or a `tasks/get` result
-        (`detailed=True`: `resultType: "complete"` with the status's extra field inlined). `ttlMs` is always
-        present (`null` when unlimited); `requestState` never is."""
+        (`detailed=True`: `resultType: "complete"` with the status's extra field inlined).
+        `ttlMs` is always present (`null` when unlimited); `requestState` never is."""
         wire: dict[str, Any] = {
             "resultType": "complete" if detailed else "task",
             "taskId": self.task_id,
