@@ -52,8 +52,9 @@ class App:
     """An MCP server whose tools, prompts and resources are mrtr_trio handlers.
 
     - *name*: the server's name (also the audience its `requestState` tokens are bound to);
-    - *runtime*: the [Runtime][mrtr_trio.Runtime] (keys and knobs); by default one with a
-      per-process random key, which warns that modern flows will not survive a restart;
+    - *runtime*: the [Runtime][mrtr_trio.Runtime] (keys and knobs); by default `Runtime()`,
+      which signs with the keys in `MRTR_TRIO_KEYS`, or else with a per-process random key and
+      a warning that modern flows will not survive a restart;
     - *version*, *instructions*: what `initialize` and `server/discover` report;
     - *task_store*, *task_ttl*, *task_poll_interval*: where tool calls that become tasks
       (the tasks extension) are kept, how many seconds each lives after its creation
