@@ -53,3 +53,10 @@ def redis_db(redis_service: RedisServer) -> RedisServer:
     with redis_service.client() as client:
         client.flushall()
     return redis_service
+
+
+@pytest.fixture(autouse=True)
+def _no_keys_from_the_developers_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests choose their keys: an MRTR_TRIO_KEYS exported in the shell that runs them must not
+    change what they see (tests that need it set it themselves)."""
+    monkeypatch.delenv("MRTR_TRIO_KEYS", raising=False)

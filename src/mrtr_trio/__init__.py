@@ -1,10 +1,22 @@
 """mrtr_trio: write an interactive MCP handler once, as an async generator.
 
-On a legacy MCP session a trio driver keeps the generator alive and turns each yielded request
-into a real server-to-client request; on a 2026-07-28 request the runtime checkpoints the flow
-into a signed CBOR ``requestState`` and replays it on the client's retry.
+A handler yields what it needs from the client (`elicit`, `create_message`, `list_roots`) and
+receives the answers. On a legacy MCP session a trio driver keeps the generator alive and turns
+each yield into a real server-to-client request; on a 2026-07-28 request the runtime checkpoints
+the flow into a signed CBOR `requestState` and replays it on the client's retry.
 
-This module only re-exports; see the private modules for the code.
+Where to start:
+
+- [Runtime][mrtr_trio.Runtime]: the keys and the knobs; `advance` runs one modern round,
+  `run_live` a whole legacy flow;
+- [mrtr_trio.mcp.App][]: an MCP server for such handlers, over stdio or Streamable HTTP
+  (`mrtr-trio serve server.py` on the command line);
+- [mrtr_trio.testing][]: run a handler as either era's client would, and check that both eras
+  agree;
+- the documentation, in `docs/` beside the source (`mkdocs serve` renders it): writing
+  handlers, serving, calling a server, testing, migrating from TypeScript FastMCP.
+
+This module only re-exports; the code lives in private modules.
 """
 
 from ._context import Context, Host, accepted_content, input_response

@@ -1,23 +1,53 @@
-"""The ``mrtr-trio`` command line: ``serve`` an App from a file, or run the ``demo``."""
+"""The `mrtr-trio` command line: `serve` an App from a file, make a signing key with `keygen`,
+or run the `demo`."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
+import logging
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from ._keys import ENVIRONMENT_VARIABLE, environment_keys, generate_key
+
 __all__ = ["load_app", "main"]
+
+DESCRIPTION = """\
+Serve mrtr_trio apps over MCP.
+
+  mrtr-trio serve server.py               serve server.py's `app` on stdio
+  mrtr-trio serve server.py:api --http 127.0.0.1:8000
+                                          serve its `api` on http://127.0.0.1:8000/mcp
+  mrtr-trio keygen                        print a fresh signing key for MRTR_TRIO_KEYS
+  mrtr-trio demo                          serve an example app and drive it in both eras
+"""
+
+SERVE_DESCRIPTION = """\
+Import an App from a Python file and serve it, over stdio unless --http is given.
+
+The file is imported (not run as __main__), so a call to app.run() in it must be under
+`if __name__ == "__main__":`; serve refuses to start if importing the file starts a server.
+Signing keys come from the App's Runtime, or from MRTR_TRIO_KEYS (comma-separated, the first
+signs; make one with `mrtr-trio keygen`). Logs go to stderr.
+"""
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def load_app(target: str) -> Any:
-    """The App named by ``path/to/file.py:attribute`` (``:app`` when omitted)."""
+    """The App named by `path/to/file.py:attribute` (`:app` when omitted); `SystemExit` with
+    a message saying what is wrong otherwise."""
     from .mcp import App
+    from .mcp._transports import ServingDuringImport, importing
 
     path_text, _, attribute = target.partition(":")
+    attribute = attribute or "app"
     path = Path(path_text)
     if not path.is_file():
         raise SystemExit(f"mrtr-trio: no such file: {path}")
@@ -28,14 +58,37 @@ def load_app(target: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.resolve().parent))
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    app = getattr(module, attribute or "app", None)
+    try:
+        with importing(str(path)):
+            spec.loader.exec_module(module)
+    except ServingDuringImport as error:
+        raise SystemExit(
+            f"mrtr-trio: importing {path} started a server{_where(error, path)}. "
+            "`mrtr-trio serve` serves the app itself: put that call under "
+            '`if __name__ == "__main__":`.'
+        ) from None
+    if not hasattr(module, attribute):
+        apps = [name for name, value in vars(module).items() if isinstance(value, App)]
+        hint = f" (it has {', '.join(f'{path}:{name}' for name in apps)})" if apps else ""
+        raise SystemExit(f"mrtr-trio: {path} has no attribute {attribute!r}{hint}")
+    app = getattr(module, attribute)
     if not isinstance(app, App):
         raise SystemExit(
-            f"mrtr-trio: {path}:{attribute or 'app'} is not a mrtr_trio.mcp.App "
-            f"(got {type(app).__name__})"
+            f"mrtr-trio: {path}:{attribute} is not a mrtr_trio.mcp.App "
+            f"(its type is {type(app).__name__})"
         )
     return app
+
+
+def _where(error: BaseException, path: Path) -> str:
+    """`" (line N: code)"`: the line of *path* that raised *error*, if any."""
+    resolved = path.resolve()
+    lines = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if Path(frame.filename).resolve() == resolved
+    ]
+    return f" (line {lines[-1].lineno}: {lines[-1].line})" if lines else ""
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -51,29 +104,90 @@ async def _serve_http(app: Any, host: str, port: int) -> None:
         print(f"mrtr-trio: serving {app.name!r} on {url}", file=sys.stderr, flush=True)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point of the ``mrtr-trio`` console script."""
-    parser = argparse.ArgumentParser(prog="mrtr-trio", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="serve an App over stdio (default) or HTTP")
-    serve.add_argument("target", help="path/to/file.py:app")
-    serve.add_argument("--http", metavar="HOST:PORT", type=_host_port, help="serve HTTP here")
-    commands.add_parser("demo", help="run an example App against the official client")
-    args = parser.parse_args(argv)
+def configure_logging(level: str) -> None:
+    """Log to stderr (stdout carries the stdio transport): mrtr_trio's loggers from *level* up,
+    everything else from INFO up at most, so that other libraries' debug output does not bury
+    the line per call."""
+    numeric = logging.getLevelNamesMapping()[level]
+    logging.basicConfig(
+        level=max(numeric, logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        force=True,
+    )
+    logging.getLogger("mrtr_trio").setLevel(numeric)
 
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mrtr-trio",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve = commands.add_parser(
+        "serve",
+        help="serve an App from a Python file over stdio (default) or HTTP",
+        description=SERVE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    serve.add_argument(
+        "target",
+        metavar="FILE[:APP]",
+        help="the Python file and the name of its App (default: app), e.g. server.py:app",
+    )
+    serve.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        type=_host_port,
+        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio (port 0: any free "
+        "port; the URL is printed on stderr)",
+    )
+    serve.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="INFO",
+        type=str.upper,
+        help="log to stderr from this level up (default: INFO; DEBUG adds a line per call; "
+        "other libraries log from INFO up at most)",
+    )
+    commands.add_parser(
+        "keygen",
+        help=f"print a fresh random signing key (for {ENVIRONMENT_VARIABLE})",
+        description=f"Print a fresh random 32-byte key as base64url, e.g. "
+        f"`export {ENVIRONMENT_VARIABLE}=$(mrtr-trio keygen)`. To rotate, put the new key "
+        f"first and keep the old one after a comma until its tokens have expired.",
+    )
+    commands.add_parser(
+        "demo",
+        help="serve an example App on loopback and drive it with the official client",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the `mrtr-trio` console script."""
+    from .mcp._transports import run_until_interrupted
+
+    args = _parser().parse_args(argv)
+    if args.command == "keygen":
+        print(generate_key())
+        return
     if args.command == "demo":
         from .mcp._demo import run_demo
 
         trio.run(run_demo)
         return
-    app = load_app(args.target)
+    configure_logging(args.log_level)
     try:
-        if args.http is None:
-            trio.run(app.serve_stdio)
-        else:
-            trio.run(_serve_http, app, *args.http)
-    except* KeyboardInterrupt:  # Ctrl-C: stop quietly, however deep in the task tree
-        pass
+        environment_keys()  # a malformed MRTR_TRIO_KEYS is a startup error, not a traceback
+    except ValueError as error:
+        raise SystemExit(f"mrtr-trio: {error}") from None
+    app = load_app(args.target)
+    if args.http is None:
+        run_until_interrupted(app.serve_stdio)
+    else:
+        run_until_interrupted(functools.partial(_serve_http, app, *args.http))
 
 
 if __name__ == "__main__":

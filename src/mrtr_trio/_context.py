@@ -1,7 +1,7 @@
-"""The ``ctx`` a handler receives: the era, the client's capabilities, the return-style inputs,
+"""The `ctx` a handler receives: the era, the client's capabilities, the return-style inputs,
 and push-style asks where the era allows them.
 
-Drivers create one :class:`Context` per invocation; handlers only read it.
+Drivers create one [Context][mrtr_trio.Context] per invocation; handlers only read it.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ PushAsk = Callable[[str, Request], Awaitable[Answer]]
 
 
 class Host(Protocol):
-    """What a host (such as :mod:`mrtr_trio.mcp`) lends the contexts of the handlers it runs."""
+    """What a host (such as `mrtr_trio.mcp`) lends the contexts of the handlers it runs."""
 
     @property
     def request_context(self) -> Any:
-        """The host's own per-request object (the MCP SDK's ``ServerRequestContext``)."""
+        """The host's own per-request object (the MCP SDK's `ServerRequestContext`)."""
 
     async def report_progress(
         self, progress: float, total: float | None, message: str | None
@@ -54,19 +54,19 @@ class Host(Protocol):
 class Context:
     """What a handler knows about the call it serves.
 
-    - ``era``: ``"legacy"`` (a 2025-era session, run live) or ``"modern"`` (a 2026-07-28
+    - `era`: `"legacy"` (a 2025-era session, run live) or `"modern"` (a 2026-07-28
       request, replayed);
-    - ``client_capabilities``: the client's declared capabilities (a ClientCapabilities dict);
-    - ``input_responses``: return style only: the answers to the previous round's requests,
-      key → answer object (``None`` on a first call, ``{}`` after a state-only round);
-    - ``request_state()``: return style only: the payload minted on the previous round;
-    - ``is_replaying``: yield style on modern requests: ``True`` while the handler re-runs
+    - `client_capabilities`: the client's declared capabilities (a ClientCapabilities dict);
+    - `input_responses`: return style only: the answers to the previous round's requests,
+      key → answer object (`None` on a first call, `{}` after a state-only round);
+    - `request_state()`: return style only: the payload minted on the previous round;
+    - `is_replaying`: yield style on modern requests: `True` while the handler re-runs
       code an earlier round already ran (up to the ask this request answers);
-    - ``await ctx.report_progress(...)`` and ``await ctx.log(...)``: notifications through the
+    - `await ctx.report_progress(...)` and `await ctx.log(...)`: notifications through the
       host, silent while replaying (the client already saw them);
-    - ``request_context``: the host's per-request object (the MCP SDK's
-      ``ServerRequestContext`` under :mod:`mrtr_trio.mcp`), or ``None``;
-    - push-style ``await ctx.elicit(...)``, ``create_message(...)``, ``list_roots()``: live
+    - `request_context`: the host's per-request object (the MCP SDK's
+      `ServerRequestContext` under `mrtr_trio.mcp`), or `None`;
+    - push-style `await ctx.elicit(...)`, `create_message(...)`, `list_roots()`: live
       legacy sessions only.
     """
 
@@ -107,7 +107,7 @@ class Context:
 
     @property
     def era(self) -> Era:
-        """``"legacy"`` or ``"modern"``."""
+        """`"legacy"` or `"modern"`."""
         return self._era
 
     @property
@@ -117,7 +117,7 @@ class Context:
 
     @property
     def input_responses(self) -> Mapping[str, Answer] | None:
-        """Return style: the previous round's answers by key (``None`` on a first call)."""
+        """Return style: the previous round's answers by key (`None` on a first call)."""
         return self._input_responses
 
     @property
@@ -129,7 +129,7 @@ class Context:
 
     @property
     def request_context(self) -> Any:
-        """The host's per-request object, or ``None`` outside a host."""
+        """The host's per-request object, or `None` outside a host."""
         return None if self._host is None else self._host.request_context
 
     async def report_progress(
@@ -140,22 +140,22 @@ class Context:
             await self._host.report_progress(progress, total, message)
 
     async def log(self, level: str, data: Any, *, logger: str | None = None) -> None:
-        """Send the client a log message at *level* (``"debug"`` ... ``"emergency"``); a no-op
+        """Send the client a log message at *level* (`"debug"` ... `"emergency"`); a no-op
         without a host, or while replaying. Modern clients get it only if they asked for logs."""
         if self._host is not None and not self.is_replaying:
             await self._host.log(level, data, logger)
 
     def request_state(self) -> Any:
-        """Return style: the payload given to :meth:`mint_request_state` on the previous round,
-        or ``None``."""
+        """Return style: the payload given to `mint_request_state` on the previous round,
+        or `None`."""
         return self._payload
 
     async def mint_request_state(self, payload: Any) -> MintedState:
         """Return style: carry *payload* (CBOR-encodable: None, bool, numbers, str, bytes,
         lists, dicts) to the next round inside the runtime's signed envelope.
 
-        Pass the result to ``input_required(request_state=...)``; read the payload back with
-        :meth:`request_state`. It arrives as a replay would give it (tuples become lists) in
+        Pass the result to `input_required(request_state=...)`; read the payload back with
+        `request_state`. It arrives as a replay would give it (tuples become lists) in
         both eras.
         """
         return MintedState(recordable(payload, "mint_request_state"))
@@ -177,7 +177,7 @@ class Context:
     async def create_message(
         self, messages: str | Sequence[Mapping[str, Any]], *, max_tokens: int, **options: Any
     ) -> CreateMessageResult:
-        """Push-style sampling (live legacy sessions only); options as :func:`create_message`."""
+        """Push-style sampling (live legacy sessions only); options as [create_message][mrtr_trio.create_message]."""
         request = create_message(messages, max_tokens=max_tokens, **options)
         answer = await self._ask(request, "create_message", "create_message(...)")
         assert isinstance(answer, CreateMessageResult)
@@ -213,8 +213,8 @@ class Context:
 
 
 def accepted_content(responses: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
-    """The ``content`` of an accepted elicitation answer under *key* in *responses* (answer
-    objects or raw JSON), else ``None``."""
+    """The `content` of an accepted elicitation answer under *key* in *responses* (answer
+    objects or raw JSON), else `None`."""
     answer = (responses or {}).get(key)
     if isinstance(answer, ElicitResult):
         return dict(answer.content) if answer.accepted and answer.content is not None else None
@@ -226,7 +226,7 @@ def accepted_content(responses: Mapping[str, Any] | None, key: str) -> dict[str,
 
 def input_response(responses: Mapping[str, Any] | None, key: str) -> Any:
     """The answer under *key* in *responses* (answer objects, or raw JSON which is parsed by its
-    shape), else ``None``. Raw JSON that is no answer at all is returned unchanged."""
+    shape), else `None`. Raw JSON that is no answer at all is returned unchanged."""
     answer = (responses or {}).get(key)
     if answer is None or isinstance(answer, ElicitResult | CreateMessageResult | ListRootsResult):
         return answer

@@ -3,11 +3,11 @@
 [drive][mrtr_trio._drive.drive] starts a flow, hands each need to the
 [Replay][mrtr_trio._replay.Replay] machine and carries out its answer: feed a value, run a step
 or a poll, let the client take a turn, or finish. Drivers differ only in what a client's turn
-is: the live and task drivers wait for the answers (``turn``); the modern driver has no one to
+is: the live and task drivers wait for the answers (`turn`); the modern driver has no one to
 wait for, so the loop stops there and the round ends with a token. The flow is closed on every
 exit path.
 
-Trio forbids a generator to suspend at a ``yield`` inside a cancel scope or nursery it opened;
+Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
 the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
 the one place that reads a private trio attribute).
 """
@@ -26,10 +26,10 @@ from ._steps import call
 
 __all__ = ["StepRunner", "Turn", "drive", "trio_scope_marks"]
 
-#: ``await turn(suspend)``: the client's turn, returning its responses (key → JSON or answer),
-#: or ``None`` when this driver cannot wait for them (the round then ends with a checkpoint).
+#: `await turn(suspend)`: the client's turn, returning its responses (key → JSON or answer),
+#: or `None` when this driver cannot wait for them (the round then ends with a checkpoint).
 Turn = Callable[[Suspend], Awaitable[Mapping[str, Any] | None]]
-#: ``await run_step(step)``: run a step's function once and return its value (the drivers give
+#: `await run_step(step)`: run a step's function once and return its value (the drivers give
 #: it an idempotency key, and the modern driver a store).
 StepRunner = Callable[[Step], Awaitable[Any]]
 
@@ -91,7 +91,7 @@ async def drive(
 def trio_scope_marks(task: trio.lowlevel.Task | None) -> object:
     """What changes exactly when code running in *task* enters or leaves a cancel scope or a
     nursery (which opens a cancel scope of its own): the task's cancel status. It is private
-    (``Task._cancel_status``); the test suite fails loudly if trio renames it."""
+    (`Task._cancel_status`); the test suite fails loudly if trio renames it."""
     return None if task is None else task._cancel_status
 
 

@@ -1,8 +1,8 @@
 """The errors mrtr_trio raises.
 
-Every error is an :class:`MrtrError` carrying a JSON-RPC ``code`` and a message a user can act
-on. The MCP host turns them into wire errors (``InvalidRequestState``, ``InvalidInputResponse``,
-``MissingCapability``) or into ``isError`` tool results (everything else), as DESIGN §3 says.
+Every error is an [MrtrError][mrtr_trio.MrtrError] carrying a JSON-RPC `code` and a message a user
+can act on. The MCP host turns them into wire errors (`InvalidRequestState`, `InvalidInputResponse`,
+`MissingCapability`) or into `isError` tool results (everything else), as DESIGN §3 says.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 class MrtrError(Exception):
     """Base class of mrtr_trio's errors.
 
-    ``code`` is the JSON-RPC error code the error maps to; ``data`` is the JSON-RPC ``error.data``
-    (or ``None``); ``str(error)`` is the message.
+    `code` is the JSON-RPC error code the error maps to; `data` is the JSON-RPC `error.data`
+    (or `None`); `str(error)` is the message.
     """
 
     code: int = INTERNAL_ERROR
@@ -49,16 +49,16 @@ class MrtrError(Exception):
 
     @property
     def data(self) -> dict[str, Any] | None:
-        """The JSON-RPC ``error.data`` payload, if this error has one."""
+        """The JSON-RPC `error.data` payload, if this error has one."""
         return None
 
 
 class InvalidRequestState(MrtrError):
-    """A ``requestState`` failed verification: tampered, truncated, expired, minted under another
+    """A `requestState` failed verification: tampered, truncated, expired, minted under another
     key or for another call, or over the size cap.
 
     The client always sees the same message and data, so the error is no oracle; the precise
-    reason is in :attr:`reason` and in the ``mrtr_trio`` log.
+    reason is in `reason` and in the `mrtr_trio` log.
     """
 
     code = INVALID_PARAMS
@@ -82,8 +82,8 @@ class InvalidInputResponse(MrtrError):
 class MissingCapability(MrtrError):
     """The flow needs a request kind the client did not declare.
 
-    ``required_capabilities`` is a ClientCapabilities-shaped object naming only what is missing,
-    e.g. ``{"sampling": {}}``.
+    `required_capabilities` is a ClientCapabilities-shaped object naming only what is missing,
+    e.g. `{"sampling": {}}`.
     """
 
     code = MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -98,15 +98,15 @@ class MissingCapability(MrtrError):
 
 
 class RoundLimitExceeded(MrtrError):
-    """The flow still required input after ``max_rounds`` round trips."""
+    """The flow still required input after `max_rounds` round trips."""
 
 
 class RoundTimeout(MrtrError):
-    """A live round got no complete answer within ``round_timeout`` seconds."""
+    """A live round got no complete answer within `round_timeout` seconds."""
 
 
 class PollTimeout(MrtrError):
-    """A ``poll(...)`` condition was still not met after its ``timeout``."""
+    """A `poll(...)` condition was still not met after its `timeout`."""
 
 
 class StepStoreUnavailable(MrtrError):
@@ -115,7 +115,7 @@ class StepStoreUnavailable(MrtrError):
 
 
 class StepInProgress(MrtrError):
-    """Another presentation of the same ``requestState`` is running this step; retrying the
+    """Another presentation of the same `requestState` is running this step; retrying the
     request later gets its result."""
 
 
@@ -123,10 +123,10 @@ class NondeterminismError(MrtrError):
     """Replaying a flow produced a different request than the one its journal recorded.
 
     Either the handler is not deterministic (it read the clock, a random number or I/O outside
-    ``step()``) or its code changed while the flow was in flight. The attributes hold the
-    structured details: ``handler``, ``round`` (1-based round trip), ``yield_index`` (0-based),
-    ``recorded`` (key, kind and fingerprint of what the journal holds) and ``current`` (the
-    request the handler yields now, in wire form, or ``None`` when it finished instead).
+    `step()`) or its code changed while the flow was in flight. The attributes hold the
+    structured details: `handler`, `round` (1-based round trip), `yield_index` (0-based),
+    `recorded` (key, kind and fingerprint of what the journal holds) and `current` (the
+    request the handler yields now, in wire form, or `None` when it finished instead).
     """
 
     def __init__(

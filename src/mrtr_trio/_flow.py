@@ -1,12 +1,12 @@
 """What a handler may yield or return, and one interface over both handler styles.
 
-A handler is ``async def handler(ctx, **arguments)``, in one of two styles:
+A handler is `async def handler(ctx, **arguments)`, in one of two styles:
 
-- **yield style** (an async generator): it yields a request, a ``{key: request}`` batch,
-  ``step(fn, *args)``, ``poll(fn, *args)``, ``pause()`` or ``done(value)``, and receives
+- **yield style** (an async generator): it yields a request, a `{key: request}` batch,
+  `step(fn, *args)`, `poll(fn, *args)`, `pause()` or `done(value)`, and receives
   answers;
 - **return style** (a coroutine function, the TypeScript FastMCP semantics): it returns a value,
-  or ``input_required(...)`` to be called again with ``ctx.input_responses``.
+  or `input_required(...)` to be called again with `ctx.input_responses`.
 
 A [Flow][mrtr_trio._flow.Flow] wraps one invocation of either style and reports what it needs
 next, in one vocabulary of three *needs*:
@@ -17,7 +17,7 @@ next, in one vocabulary of three *needs*:
   yielded it);
 - [Done][mrtr_trio.done]: the flow's value.
 
-Nothing here knows about trio, MCP, tokens or replay; ``_replay`` decides how each need is met.
+Nothing here knows about trio, MCP, tokens or replay; `_replay` decides how each need is met.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ __all__ = [
 
 log = logging.getLogger("mrtr_trio")
 
-#: A handler: ``async def handler(ctx, **arguments)``, an async generator (yield style) or a
+#: A handler: `async def handler(ctx, **arguments)`, an async generator (yield style) or a
 #: coroutine function (return style).
 Handler: TypeAlias = Callable[..., Any]
 
@@ -69,19 +69,19 @@ Handler: TypeAlias = Callable[..., Any]
 
 @attrs.frozen
 class Done:
-    """Yielded to finish a yield-style flow with ``value`` (see [done][mrtr_trio.done])."""
+    """Yielded to finish a yield-style flow with `value` (see [done][mrtr_trio.done])."""
 
     value: Any
 
 
 def done(value: Any = None) -> Done:
-    """Finish the flow with *value*; the runtime then closes the generator (``finally`` runs)."""
+    """Finish the flow with *value*; the runtime then closes the generator (`finally` runs)."""
     return Done(value)
 
 
 @attrs.frozen
 class Step:
-    """Yielded to run ``fn(*args)`` exactly once per flow and receive its value (see
+    """Yielded to run `fn(*args)` exactly once per flow and receive its value (see
     [step][mrtr_trio.step])."""
 
     fn: Callable[..., Any]
@@ -89,7 +89,7 @@ class Step:
 
 
 def step(fn: Callable[..., Any], *args: Any) -> Step:
-    """Run a side effect or non-deterministic call once: ``fn(*args)`` (sync or async) is called
+    """Run a side effect or non-deterministic call once: `fn(*args)` (sync or async) is called
     and its value sent back. On modern requests the value (CBOR-encodable) is recorded in the
     journal, and replays return it without calling *fn*."""
     if not callable(fn):
@@ -99,7 +99,7 @@ def step(fn: Callable[..., Any], *args: Any) -> Step:
 
 @attrs.frozen
 class Poll:
-    """Yielded to wait until ``fn(*args)`` returns something other than ``None`` (see
+    """Yielded to wait until `fn(*args)` returns something other than `None` (see
     [poll][mrtr_trio.poll])."""
 
     fn: Callable[..., Any]
@@ -111,13 +111,13 @@ class Poll:
 def poll(
     fn: Callable[..., Any], *args: Any, every: float = 1.0, timeout: float | None = None
 ) -> Poll:
-    """Wait for a condition outside the client: ``fn(*args)`` (sync or async) returns ``None``
+    """Wait for a condition outside the client: `fn(*args)` (sync or async) returns `None`
     while it is not met, and the value that ends the wait is sent back.
 
     Live, the driver calls *fn* every *every* seconds. On modern requests each round calls it
-    once and, while it returns ``None``, answers with a state-only round; those rounds are
-    bounded by *timeout* (seconds, carried in the token), not by ``max_rounds``. As a task, the
-    task is ``working`` with ``pollIntervalMs``. The ending value is journaled like a step's, so
+    once and, while it returns `None`, answers with a state-only round; those rounds are
+    bounded by *timeout* (seconds, carried in the token), not by `max_rounds`. As a task, the
+    task is `working` with `pollIntervalMs`. The ending value is journaled like a step's, so
     it is read once. Waiting past *timeout* raises [PollTimeout][mrtr_trio.PollTimeout].
     """
     if not callable(fn):
@@ -140,17 +140,17 @@ _PAUSE = Pause()
 
 
 def pause() -> Pause:
-    """Give the client a turn with nothing to ask: a ``requestState``-only result on modern
+    """Give the client a turn with nothing to ask: a `requestState`-only result on modern
     requests; live, the flow continues at once."""
     return _PAUSE
 
 
 @attrs.frozen
 class MintedState:
-    """An opaque handle on a return-style payload, from ``await ctx.mint_request_state(...)``.
+    """An opaque handle on a return-style payload, from `await ctx.mint_request_state(...)`.
 
     Pass it to [input_required][mrtr_trio.input_required]; the runtime carries the payload
-    inside its own signed envelope and hands it back as ``ctx.request_state()`` on the next
+    inside its own signed envelope and hands it back as `ctx.request_state()` on the next
     round.
     """
 
@@ -175,10 +175,10 @@ def input_required(
     input_requests: Mapping[str, Request] | None = None,
     request_state: MintedState | None = None,
 ) -> CallAgain:
-    """Return-style: ask for *input_requests* (``{key: request}``) and/or carry
-    *request_state* (from ``await ctx.mint_request_state(payload)``) to the next round.
+    """Return-style: ask for *input_requests* (`{key: request}`) and/or carry
+    *request_state* (from `await ctx.mint_request_state(payload)`) to the next round.
 
-    Raises ``TypeError`` when both are empty.
+    Raises `TypeError` when both are empty.
     """
     requests = dict(input_requests or {})
     if not requests and request_state is None:
@@ -197,8 +197,8 @@ def input_required(
 
 @attrs.frozen
 class Ask:
-    """Answers from the client for ``requests`` (empty: a pause). ``payload`` is the
-    return-style state to carry to the next round. ``single``: one request yielded on its own,
+    """Answers from the client for `requests` (empty: a pause). `payload` is the
+    return-style state to carry to the next round. `single`: one request yielded on its own,
     whose answer (not a dict of answers) goes back to the handler."""
 
     requests: Mapping[str, Request]
@@ -221,7 +221,7 @@ _STYLES: dict[Handler, bool] = {}
 
 
 def is_generator_handler(handler: Handler) -> bool:
-    """True for yield style, False for return style; ``TypeError`` for anything else."""
+    """True for yield style, False for return style; `TypeError` for anything else."""
     try:
         return _STYLES[handler]
     except (KeyError, TypeError):  # TypeError: an unhashable callable
@@ -258,12 +258,12 @@ class Flow:
         raise NotImplementedError
 
     async def resume(self, value: Any) -> Need:
-        """Send *value* (``{key: answer}`` after an ask, the function's value after a step or
+        """Send *value* (`{key: answer}` after an ask, the function's value after a step or
         poll) and return the next need."""
         raise NotImplementedError
 
     async def aclose(self) -> BaseException | None:
-        """Release the handler (close the generator; ``finally`` blocks run). An error raised
+        """Release the handler (close the generator; `finally` blocks run). An error raised
         while closing is logged with its traceback and returned, never swallowed silently."""
         return None
 

@@ -2,18 +2,18 @@
 can be remembered at all.
 
 A **journal** has one entry per yield the client has already seen through: an `Answered` entry
-holds the answers to an ask (none for a ``pause()``; `AnsweredOne` for a request yielded on its
-own, the common case), a `StepResult` the value of a ``step`` or ``poll``. Each entry carries
+holds the answers to an ask (none for a `pause()`; `AnsweredOne` for a request yielded on its
+own, the common case), a `StepResult` the value of a `step` or `poll`. Each entry carries
 the short fingerprint of the request or step it answers, so a replay can tell that the handler
 now does something else. The **pending** point is the yield the client is answering this round
-(`Pending`, or `PendingPoll` for a ``poll`` waiting on the outside world). A `Cursor` holds
+(`Pending`, or `PendingPoll` for a `poll` waiting on the outside world). A `Cursor` holds
 both, with the round count and the return-style payload: everything a retry needs to continue a
 flow in a fresh process.
 
 Values a journal holds must survive CBOR: `recordable` gives a value as it will read back, so
 both eras feed handlers exactly the same thing.
 
-This module knows nothing of tokens, keys or trio; ``_token`` encodes a cursor, ``_replay``
+This module knows nothing of tokens, keys or trio; `_token` encodes a cursor, `_replay`
 decides what to do with one.
 """
 
@@ -50,8 +50,8 @@ __all__ = [
 
 
 def qualified_name(fn: Callable[..., Any]) -> str:
-    """The identity of a handler or step function: its ``__qualname__`` (not its module, so a
-    file run as a script and the same file imported agree); a ``functools.partial`` is named
+    """The identity of a handler or step function: its `__qualname__` (not its module, so a
+    file run as a script and the same file imported agree); a `functools.partial` is named
     after the function it wraps."""
     target = getattr(fn, "func", fn)
     return getattr(target, "__qualname__", None) or type(fn).__qualname__
@@ -61,7 +61,7 @@ _STEP_FINGERPRINTS: dict[Callable[..., Any], bytes] = {}
 
 
 def step_fingerprint(fn: Callable[..., Any]) -> bytes:
-    """A short digest naming a ``step`` (or ``poll``) function: its qualified name, not its
+    """A short digest naming a `step` (or `poll`) function: its qualified name, not its
     arguments, which may legitimately vary."""
     try:
         return _STEP_FINGERPRINTS[fn]
@@ -78,7 +78,7 @@ def step_fingerprint(fn: Callable[..., Any]) -> bytes:
 
 
 def describe_fingerprint(value: bytes) -> str:
-    """``"elicitation/create 0a1b2c3d"``: the kind and the hex of a fingerprint."""
+    """`"elicitation/create 0a1b2c3d"`: the kind and the hex of a fingerprint."""
     return f"{KIND_NAMES.get(value[0], '?')} {value.hex()}"
 
 
@@ -88,7 +88,7 @@ def describe_fingerprint(value: bytes) -> str:
 @attrs.frozen
 class Answered:
     """An ask the client answered: by key, the fingerprint of each request and its answer. No
-    keys: a ``pause()`` the client already gave its turn for."""
+    keys: a `pause()` the client already gave its turn for."""
 
     fingerprints: Mapping[str, bytes]
     answers: Mapping[str, Answer]
@@ -105,7 +105,7 @@ class AnsweredOne:
 
 @attrs.frozen
 class StepResult:
-    """A ``step`` that ran, or a ``poll`` that ended: its fingerprint and its (CBOR-normalised)
+    """A `step` that ran, or a `poll` that ended: its fingerprint and its (CBOR-normalised)
     value."""
 
     fingerprint: bytes
@@ -120,10 +120,10 @@ PAUSED = Answered({}, {})
 
 @attrs.frozen
 class Pending:
-    """The ask the client is answering this round (no keys: a ``pause()``).
+    """The ask the client is answering this round (no keys: a `pause()`).
 
-    ``fingerprints`` maps each key to the fingerprint of its request; ``answered`` holds the
-    valid answers already received for some keys (a batch answered in part). ``requests`` is set
+    `fingerprints` maps each key to the fingerprint of its request; `answered` holds the
+    valid answers already received for some keys (a batch answered in part). `requests` is set
     for return-style handlers only: they are not replayed, so the requests travel along to check
     the answers against.
     """
@@ -135,30 +135,30 @@ class Pending:
 
 @attrs.frozen
 class PendingPoll:
-    """A ``poll`` whose condition was not met yet: its fingerprint and the time (seconds since
-    the epoch) after which waiting fails; ``None`` waits as long as the client retries."""
+    """A `poll` whose condition was not met yet: its fingerprint and the time (seconds since
+    the epoch) after which waiting fails; `None` waits as long as the client retries."""
 
     fingerprint: bytes
     deadline: int | None
 
 
-#: A cursor's ``sealed`` when no token holds any of its journal yet.
+#: A cursor's `sealed` when no token holds any of its journal yet.
 NOTHING_SEALED = (0, 0, b"")
 
 
 @attrs.frozen
 class Cursor:
-    """Where a modern flow stands (see the module docstring). ``issued_at`` and ``lifetime``
+    """Where a modern flow stands (see the module docstring). `issued_at` and `lifetime`
     are set when the cursor is sealed into a token.
 
-    ``flow_id`` is minted at random on the flow's first call and carried in every token: it
+    `flow_id` is minted at random on the flow's first call and carried in every token: it
     tells one flow from another with the same arguments (step idempotency keys are derived
     from it).
 
-    Set when a cursor is read from a token, for the codec's use only: ``sealed``, how much of
-    ``journal`` the token holds in encoded form (the number of leading entries, how many of
+    Set when a cursor is read from a token, for the codec's use only: `sealed`, how much of
+    `journal` the token holds in encoded form (the number of leading entries, how many of
     them are single-request asks, and their encoding), which sealing the next token reuses
-    instead of encoding them again; ``key_id``, the key that verified it; ``token_id``, its tag.
+    instead of encoding them again; `key_id`, the key that verified it; `token_id`, its tag.
     """
 
     journal: tuple[Entry, ...] = ()
@@ -232,7 +232,7 @@ def recordable(value: Any, what: str) -> Any:
 
 def record_problem(value: Any, depth: bool = True) -> str | None:
     """Why *value* could not be recorded in a token and read back (too deep, a type with no
-    plain CBOR form, a string that is not valid Unicode), or ``None`` when it can.
+    plain CBOR form, a string that is not valid Unicode), or `None` when it can.
     *depth=False* skips the depth check, for a value known to be shallow."""
     try:
         encoded = cbor2.dumps(value)

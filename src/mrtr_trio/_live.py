@@ -3,11 +3,11 @@
 [run_live][mrtr_trio._live.run_live] [drive][mrtr_trio._drive.drive]s the flow with a
 [Replay][mrtr_trio._replay.Replay] machine that starts live, and meets each client turn
 itself: a request becomes a real server-to-client request through the host's
-``ask(key, request)``; a batch fans out concurrently in a trio nursery; every turn runs under
-``trio.fail_after(round_timeout)``, and the first failure cancels its siblings and is re-raised
-alone (never as an ``ExceptionGroup``). A poll's turn sleeps its interval; a return-style
-handler's state-only turn (the legacy shim) sleeps ``state_only_pacing``. Push-style
-``await ctx.elicit(...)`` asks through the same turns.
+`ask(key, request)`; a batch fans out concurrently in a trio nursery; every turn runs under
+`trio.fail_after(round_timeout)`, and the first failure cancels its siblings and is re-raised
+alone (never as an `ExceptionGroup`). A poll's turn sleeps its interval; a return-style
+handler's state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-style
+`await ctx.elicit(...)` asks through the same turns.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = ["AskFunction", "run_live"]
 
-#: ``await ask(key, request)`` performs one server-to-client request and returns the answer
+#: `await ask(key, request)` performs one server-to-client request and returns the answer
 #: (an answer object or the client's JSON).
 AskFunction = Callable[[str, Request], Awaitable[Any]]
 
@@ -51,7 +51,7 @@ def run_live(
     (A plain function that sets the flow up and returns the drive itself, so that a suspended
     flow keeps no frame of its own here.)
 
-    ``ask=None`` means the session has no back channel: asks fail with
+    `ask=None` means the session has no back channel: asks fail with
     [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable] (before any capability check),
     steps, polls and pauses work.
     """
@@ -128,7 +128,7 @@ class _Turns:
         )
 
     async def push(self, key: str, request: Request) -> Answer:
-        """A push-style ``ctx.elicit(...)`` and friends: one request, asked like any other."""
+        """A push-style `ctx.elicit(...)` and friends: one request, asked like any other."""
         action = self._machine.push({key: request})
         while True:
             reply = self._machine.answered(await self(action))

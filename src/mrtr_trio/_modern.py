@@ -1,8 +1,8 @@
 """The modern driver: one round of a flow on a 2026-07-28 request.
 
-[advance][mrtr_trio._modern.advance] verifies the ``requestState`` before any handler code runs,
+[advance][mrtr_trio._modern.advance] verifies the `requestState` before any handler code runs,
 then [drive][mrtr_trio._drive.drive]s the flow with a [Replay][mrtr_trio._replay.Replay] machine
-made from the token's cursor and this call's ``inputResponses``, with no one to wait for: the
+made from the token's cursor and this call's `inputResponses`, with no one to wait for: the
 round ends when the flow finishes ([Complete][mrtr_trio.Complete]) or when the client must take a
 turn ([InputRequired][mrtr_trio.InputRequired], with a fresh token for the machine's checkpoint).
 """
@@ -34,15 +34,15 @@ __all__ = ["Complete", "InputRequired", "advance"]
 
 @attrs.frozen
 class Complete:
-    """A modern round's outcome: the flow finished with ``value``."""
+    """A modern round's outcome: the flow finished with `value`."""
 
     value: Any
 
 
 @attrs.frozen
 class InputRequired:
-    """A modern round's outcome: the client must answer ``input_requests`` (``{key: request}``,
-    empty for a state-only round) and retry with the ``request_state`` to echo."""
+    """A modern round's outcome: the client must answer `input_requests` (`{key: request}`,
+    empty for a state-only round) and retry with the `request_state` to echo."""
 
     input_requests: Mapping[str, Request]
     request_state: str | None
@@ -98,7 +98,7 @@ async def advance(
 
 
 async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) -> None:
-    """``single_use=True``: claim the token in the store, or refuse it as used."""
+    """`single_use=True`: claim the token in the store, or refuse it as used."""
     assert store is not None  # the runtime requires a store for single_use
     remaining = max(1.0, cursor.issued_at + cursor.lifetime - codec.clock())
     try:

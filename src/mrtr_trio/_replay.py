@@ -1,36 +1,36 @@
 """The replay rules: a sans-IO state machine that says what a flow does next.
 
-Two rules govern this file (after h11's ``_state.py``):
+Two rules govern this file (after h11's `_state.py`):
 
 1. Everything that decides what a round does lives here: replaying the journal, matching the
-   pending point, which ask reads the call's ``inputResponses``, when ``is_replaying`` flips,
+   pending point, which ask reads the call's `inputResponses`, when `is_replaying` flips,
    what is journaled, how answers are checked, the round budget, the capability check, and what
    divergence does.
 2. It knows nothing of trio, of MCP, or of which era drives it. It runs no handler code and does
    no I/O.
 
 Theory of operation. A driver runs the handler; each time the handler needs something (a *need*
-from ``_flow``: an [Ask][mrtr_trio._flow.Ask], a ``step``, a ``poll``, or ``done``) the driver
+from `_flow`: an [Ask][mrtr_trio._flow.Ask], a `step`, a `poll`, or `done`) the driver
 hands it to [Replay.next][mrtr_trio._replay.Replay.next], which answers with an *action*:
 
 - [Feed][mrtr_trio._replay.Feed]: send this value into the handler (a recorded answer or step
   value while replaying; the answers once they are all valid);
 - [RunStep][mrtr_trio._replay.RunStep] / [RunPoll][mrtr_trio._replay.RunPoll]: call this
-  function and report its value with ``ran`` / ``polled``;
+  function and report its value with `ran` / `polled`;
 - [Suspend][mrtr_trio._replay.Suspend]: the client must take a turn and answer these requests
   (none: a pause, or a poll still waiting). A driver that can wait for the client (live, task)
-  reports the answers with ``answered``; the modern driver ends the round with a token made from
+  reports the answers with `answered`; the modern driver ends the round with a token made from
   [Replay.checkpoint][mrtr_trio._replay.Replay.checkpoint];
 - [Finish][mrtr_trio._replay.Finish]: the flow's value.
 
 A modern retry starts **replaying**: each need must match the next journal entry (same kind,
 keys and fingerprints), which gives back the recorded value. With the journal spent the machine
 is **pending**: the next need must match the recorded pending point, and this call's
-``inputResponses`` answer it. Past that point it is **live**: new code runs, steps run, and asks
+`inputResponses` answer it. Past that point it is **live**: new code runs, steps run, and asks
 suspend the flow. A live legacy session starts live, and a first modern call too (its first ask
-reads the call's ``inputResponses``, as the conformance suite expects). A need that does not
-match is a divergence: ``replay="strict"`` fails with
-[NondeterminismError][mrtr_trio.NondeterminismError]; ``"reask"`` drops the rest of the journal
+reads the call's `inputResponses`, as the conformance suite expects). A need that does not
+match is a divergence: `replay="strict"` fails with
+[NondeterminismError][mrtr_trio.NondeterminismError]; `"reask"` drops the rest of the journal
 and goes on live, so the client is asked again.
 
 [TRANSITIONS][mrtr_trio._replay.TRANSITIONS] is the phase diagram as data; the machine moves
@@ -166,14 +166,14 @@ _NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 @attrs.frozen
 class Feed:
-    """Send ``value`` into the handler."""
+    """Send `value` into the handler."""
 
     value: Any
 
 
 @attrs.frozen
 class RunStep:
-    """Call ``step.fn(*step.args)`` (awaiting an awaitable result) and report the value with
+    """Call `step.fn(*step.args)` (awaiting an awaitable result) and report the value with
     [Replay.ran][mrtr_trio._replay.Replay.ran]."""
 
     step: Step
@@ -181,7 +181,7 @@ class RunStep:
 
 @attrs.frozen
 class RunPoll:
-    """Call ``poll.fn(*poll.args)`` once and report the value with
+    """Call `poll.fn(*poll.args)` once and report the value with
     [Replay.polled][mrtr_trio._replay.Replay.polled]."""
 
     poll: Poll
@@ -189,10 +189,10 @@ class RunPoll:
 
 @attrs.frozen
 class Suspend:
-    """The client takes a turn: ``requests`` to answer (as they go to the client: a re-asked
-    elicitation's message says what was wrong), ``problems`` why some are asked again, and
-    ``retry_after`` (a poll's interval) when the turn only waits for the outside world. No
-    requests and no ``retry_after``: a pause."""
+    """The client takes a turn: `requests` to answer (as they go to the client: a re-asked
+    elicitation's message says what was wrong), `problems` why some are asked again, and
+    `retry_after` (a poll's interval) when the turn only waits for the outside world. No
+    requests and no `retry_after`: a pause."""
 
     requests: Mapping[str, Request]
     problems: Mapping[str, str] = _NOTHING
@@ -201,7 +201,7 @@ class Suspend:
 
 @attrs.frozen
 class Finish:
-    """The flow finished with ``value``."""
+    """The flow finished with `value`."""
 
     value: Any
 
@@ -217,9 +217,9 @@ class Rules:
 
     - *max_rounds*: turns the client may take before
       [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded];
-    - *strict*: divergence raises (``replay="strict"``) instead of asking again;
-    - *client_capabilities*: what the client declared (``None``: everything);
-    - *free_pauses*: a ``pause()`` continues at once and costs no round (live yield-style
+    - *strict*: divergence raises (`replay="strict"`) instead of asking again;
+    - *client_capabilities*: what the client declared (`None`: everything);
+    - *free_pauses*: a `pause()` continues at once and costs no round (live yield-style
       flows, where the client has nothing to do);
     - *record*: journal what the flow passes, for a checkpoint (modern yield-style flows).
     """
@@ -239,7 +239,7 @@ class Replay:
     """The state machine of one flow invocation (see the module docstring).
 
     *name* names the handler in messages; *cursor* is where a modern retry stands (empty for a
-    first call or a live session); *responses* is this call's ``inputResponses`` (key → client
+    first call or a live session); *responses* is this call's `inputResponses` (key → client
     JSON or answer object), read by the pending ask, or on a first call by the first ask;
     *replayable* is False for return-style flows, whose pending requests travel in the token.
     """
@@ -367,7 +367,7 @@ class Replay:
         return self._take(ask, self._kept, responses, "answered, all valid")
 
     def push(self, requests: Mapping[str, Request]) -> Suspend:
-        """Ask the client *requests* out of turn (a live push-style ``await ctx.elicit(...)``);
+        """Ask the client *requests* out of turn (a live push-style `await ctx.elicit(...)`);
         the answers come back as the [Feed][mrtr_trio._replay.Feed] that
         [answered][mrtr_trio._replay.Replay.answered] returns, and nothing is journaled."""
         if self.phase is not LIVE:
@@ -594,7 +594,7 @@ class Replay:
 
 
 def _recorded_value(entry: Entry, need: Need) -> Any:
-    """What the journal gives back for *need*, or ``_MISMATCH``."""
+    """What the journal gives back for *need*, or `_MISMATCH`."""
     kind = type(need)
     if kind is Ask:
         entry_kind = type(entry)
@@ -665,7 +665,7 @@ def collect_answers(
     """Check *responses* (key → client JSON or answer) against *requests*, on top of the
     answers already *kept*.
 
-    Returns ``(answers, again, problems)``: the valid answers (kept plus new); the requests
+    Returns `(answers, again, problems)`: the valid answers (kept plus new); the requests
     still unanswered or answered with content that fails the requested schema, to ask again;
     and for the latter, what was wrong. Keys nobody asked for are ignored. A response not shaped
     like an answer to its request raises

@@ -13,19 +13,20 @@ from ._context import Host
 from ._drive import Turn
 from ._flow import Handler, is_generator_handler
 from ._journal import Pending, PendingPoll, qualified_name
+from ._keys import default_keys
 from ._live import AskFunction, run_live
 from ._modern import Complete, InputRequired, advance
 from ._replay import Finish
 from ._steps import StepStore
-from ._token import Keyring, StateCodec, binding_digest, check_keys, warn_ephemeral
+from ._token import Keyring, StateCodec, binding_digest, check_keys
 from ._values import Request
 
 __all__ = ["Runtime", "StateInfo"]
 
 
 def _keys(keys: Sequence[bytes] | None) -> tuple[bytes, ...]:
-    # Called from Runtime.__init__: the warning points at the line that made the Runtime.
-    return warn_ephemeral(stacklevel=3) if keys is None else check_keys(keys)
+    # MRTR_TRIO_KEYS, else the process key with a warning naming the user's line.
+    return default_keys() if keys is None else check_keys(keys)
 
 
 def _float(value: Any) -> Any:
@@ -72,15 +73,15 @@ def _callable(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> Non
 
 @attrs.frozen
 class StateInfo:
-    """What a verified ``requestState`` holds (from [Runtime.inspect][mrtr_trio.Runtime.inspect]).
+    """What a verified `requestState` holds (from [Runtime.inspect][mrtr_trio.Runtime.inspect]).
 
-    - ``rounds``: round trips so far; ``issued_at`` / ``expires_at``: seconds since the epoch;
-    - ``entries``: journal entries (answered asks, pauses, steps and polls) a retry replays;
-    - ``pending_keys``: the keys the client is to answer (empty at a pause or a poll);
-    - ``answered_keys``: keys of the pending ask already validly answered (a batch in part);
-    - ``pending_requests``: return style only: the pending requests themselves, which travel
-      in the token (yield style replays them instead: ``None``);
-    - ``polling``: the flow waits in a ``poll``.
+    - `rounds`: round trips so far; `issued_at` / `expires_at`: seconds since the epoch;
+    - `entries`: journal entries (answered asks, pauses, steps and polls) a retry replays;
+    - `pending_keys`: the keys the client is to answer (empty at a pause or a poll);
+    - `answered_keys`: keys of the pending ask already validly answered (a batch in part);
+    - `pending_requests`: return style only: the pending requests themselves, which travel
+      in the token (yield style replays them instead: `None`);
+    - `polling`: the flow waits in a `poll`.
     """
 
     rounds: int
@@ -98,8 +99,9 @@ class Runtime:
     """Runs handlers: one modern round at a time ([advance][mrtr_trio.Runtime.advance]) or a
     whole legacy flow live ([run_live][mrtr_trio.Runtime.run_live]).
 
-    - *keys*: ``requestState`` signing keys, each at least 32 bytes; the first signs, all
-      verify (rotation). ``None``: one random key per process, with a warning.
+    - *keys*: `requestState` signing keys, each at least 32 bytes; the first signs, all
+      verify (rotation). `None`: the keys in `MRTR_TRIO_KEYS` when it is set, else one
+      random key per process, with a warning.
     - *ttl*: seconds a token stays valid after it was minted.
     - *max_rounds*: round trips to the client before the flow fails with
       [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded].
@@ -108,20 +110,20 @@ class Runtime:
     - *state_only_pacing*: seconds the legacy shim waits before re-entering after a state-only
       round (return style only).
     - *max_state_bytes*: the largest token minted or accepted.
-    - *replay*: on a divergent replay, ``"strict"`` raises
-      [NondeterminismError][mrtr_trio.NondeterminismError]; ``"reask"`` logs and asks again.
+    - *replay*: on a divergent replay, `"strict"` raises
+      [NondeterminismError][mrtr_trio.NondeterminismError]; `"reask"` logs and asks again.
     - *step_store*: a [StepStore][mrtr_trio.StepStore]; with one, each step's result is
       recorded under its idempotency key before it is journaled, and a step whose key is
       recorded (a token presented again) returns the recorded value without running. Without
       one (the default), a step runs once per presentation of a token.
-    - *single_use*: accept each ``requestState`` once (needs a *step_store*); a second
+    - *single_use*: accept each `requestState` once (needs a *step_store*); a second
       presentation is the ordinary invalid-state error.
-    - *encrypt*: encrypt tokens (ChaCha20-Poly1305, extra ``mrtr_trio[encrypt]``) so that the
+    - *encrypt*: encrypt tokens (ChaCha20-Poly1305, extra `mrtr_trio[encrypt]`) so that the
       client cannot read the answers and payloads inside them. Tokens of either kind are
       accepted whatever this says.
     - *clock*: the wall clock tokens are stamped and checked with (for tests).
 
-    A runtime is immutable and shared by concurrent flows; ``attrs.evolve(runtime, ...)`` makes
+    A runtime is immutable and shared by concurrent flows; `attrs.evolve(runtime, ...)` makes
     one with some knobs changed and the same keys.
     """
 
@@ -179,16 +181,16 @@ class Runtime:
         [InputRequired][mrtr_trio.InputRequired].
 
         *input_responses* is what the client sent (key → JSON answer, or answer objects);
-        *request_state* the token it echoed (``None`` only when it sent none: any string,
-        ``""`` included, must verify); *client_capabilities* ``None`` means "all declared";
+        *request_state* the token it echoed (`None` only when it sent none: any string,
+        `""` included, must verify); *client_capabilities* `None` means "all declared";
         *bind* is extra context the token is bound to (the MCP host passes method, target,
         principal and audience); *host* lends the handler's context progress, logging and the
         host's request object.
 
         *turn* is for hosts that can wait for the client in-process (the tasks extension, where
-        a flow goes on in the background): ``await turn(suspend)`` is called when the client
-        must answer ``suspend.requests`` (none: a pause; ``suspend.retry_after`` set: a
-        ``poll`` waiting) and returns the client's responses, or ``None`` to end the round with
+        a flow goes on in the background): `await turn(suspend)` is called when the client
+        must answer `suspend.requests` (none: a pause; `suspend.retry_after` set: a
+        `poll` waiting) and returns the client's responses, or `None` to end the round with
         a token as usual.
 
         Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] before any handler code
@@ -223,8 +225,8 @@ class Runtime:
     ) -> Any:
         """Run a whole legacy flow and return its value.
 
-        ``await ask(key, request)`` performs one server-to-client request and returns the
-        client's answer (JSON or an answer object); its exceptions end the flow. ``ask=None``
+        `await ask(key, request)` performs one server-to-client request and returns the
+        client's answer (JSON or an answer object); its exceptions end the flow. `ask=None`
         means the session has no back channel: asking raises
         [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable], while steps, polls and
         pauses still work. Raises as [advance][mrtr_trio.Runtime.advance] does, plus

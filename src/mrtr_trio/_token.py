@@ -1,13 +1,13 @@
-"""The signed ``requestState`` token: a cursor's compact CBOR under a BLAKE3 tag.
+"""The signed `requestState` token: a cursor's compact CBOR under a BLAKE3 tag.
 
-The token is ``base64url(header | body | tag)`` without padding:
+The token is `base64url(header | body | tag)` without padding:
 
 - header: format version (1 byte), key id (4 bytes), body check (2 bytes);
 - body: the cursor as compact CBOR (layout below);
-- tag: 16 bytes of BLAKE3 keyed with a ``derive_key`` subkey, over the binding digest, the
+- tag: 16 bytes of BLAKE3 keyed with a `derive_key` subkey, over the binding digest, the
   header and the body.
 
-The binding (handler identity, argument digest, host ``bind`` bytes) is fed into the tag rather
+The binding (handler identity, argument digest, host `bind` bytes) is fed into the tag rather
 than carried, so the token stays small. The body check is a 2-byte digest of the header and body
 *without* the binding, under its own subkey: when the tag fails but the check holds, the token
 is authentic but was minted for another call, and the log can say so; a tampered token fails
@@ -105,7 +105,7 @@ _B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 
 class EphemeralKeyWarning(UserWarning):
-    """``Runtime(keys=None)``: state will not survive a restart or reach another process."""
+    """`Runtime(keys=None)`: state will not survive a restart or reach another process."""
 
 
 def binding_digest(identity: str, arguments: Mapping[str, Any], bind: bytes) -> bytes:
@@ -315,7 +315,7 @@ def encode_cursor(
 
 def decode_cursor(body: bytes, key_id: bytes = b"", token_id: bytes = b"") -> Cursor:
     """The cursor from its CBOR (read from the token *token_id*, verified by the key *key_id*);
-    ``ValueError`` when the body is not one."""
+    `ValueError` when the body is not one."""
     try:
         rounds, issued_at, lifetime, journal, pending, payload, flow_id = strict_loads(body)
         if not all(_is_time(n) for n in (rounds, issued_at, lifetime)):
@@ -403,7 +403,7 @@ def ephemeral_key() -> bytes:
 
 
 def check_keys(keys: object) -> tuple[bytes, ...]:
-    """*keys* as a tuple of byte strings, or ``TypeError``/``ValueError`` saying what is wrong."""
+    """*keys* as a tuple of byte strings, or `TypeError`/`ValueError` saying what is wrong."""
     if isinstance(keys, bytes | bytearray | str) or not isinstance(keys, Sequence):
         raise TypeError("keys must be a list of byte strings, e.g. keys=[secret]")
     if not keys:
@@ -425,8 +425,9 @@ def warn_ephemeral(stacklevel: int) -> tuple[bytes, ...]:
     """Warn that state is signed with the per-process key, and return that key."""
     warnings.warn(
         "Runtime(keys=None) signs requestState with a random per-process key: in-flight "
-        "modern flows will not survive a restart or reach another process. Pass "
-        "keys=[secret] (at least 32 bytes) to scale out.",
+        "modern flows will not survive a restart or reach another process. Set MRTR_TRIO_KEYS "
+        "(make a key with `mrtr-trio keygen`) or pass keys=[secret] (at least 32 bytes) to "
+        "scale out.",
         EphemeralKeyWarning,
         stacklevel=stacklevel + 1,
     )
@@ -463,7 +464,7 @@ class Keyring:
         return (self._signing.key_id, *(i for i in self._by_id if i != self._signing.key_id))
 
     def check_cipher(self) -> None:
-        """Raise ``ImportError`` naming the extra when encryption is not available."""
+        """Raise `ImportError` naming the extra when encryption is not available."""
         self._signing.cipher  # noqa: B018 - made on first use; this makes it now
 
     @property
@@ -472,8 +473,8 @@ class Keyring:
         return self._signing.key_id
 
     def sign(self, body: bytes, binding: bytes, *, encrypt: bool = False) -> bytes:
-        """``header | body | tag`` under the signing key (``encrypt``: ``header | nonce |
-        ciphertext | tag``)."""
+        """`header | body | tag` under the signing key (`encrypt`: `header | nonce |
+        ciphertext | tag`)."""
         key = self._signing
         if not encrypt:
             head = bytes((FORMAT_VERSION,)) + key.key_id
@@ -554,7 +555,7 @@ def _check(key: _Key, head: bytes, body: bytes) -> bytes:
 
 
 class _RejectionLog:
-    """Logs rejected tokens at WARNING, at most ``burst`` lines per ``window`` seconds; the
+    """Logs rejected tokens at WARNING, at most `burst` lines per `window` seconds; the
     rest go to DEBUG, and the next WARNING says how many were held back."""
 
     def __init__(self, burst: int = 10, window: float = 60.0) -> None:
@@ -597,7 +598,7 @@ class StateCodec:
     _log_rejection: _RejectionLog = attrs.field(factory=_RejectionLog, init=False, repr=False)
 
     def seal(self, cursor: Cursor, binding: bytes) -> str:
-        """A token for *cursor* (issue time now, lifetime ``ttl``), bound to *binding*."""
+        """A token for *cursor* (issue time now, lifetime `ttl`), bound to *binding*."""
         body = encode_cursor(cursor, int(self.clock()), math.ceil(self.ttl))
         raw = self.keyring.sign(body, binding, encrypt=self.encrypt)
         token = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")

@@ -1,4 +1,4 @@
-"""Small helpers the package's ``__init__`` modules use."""
+"""Small helpers the package's `__init__` modules use."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ __all__ = ["fixup_module_metadata"]
 
 
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
-    """Make every public class and function in *namespace* (a package's ``globals()``, filtered
-    by its ``__all__``) report *module_name* as its module, as trio does: a traceback, a repr,
-    the docs and pickle then say ``mrtr_trio.Complete``, not ``mrtr_trio._modern.Complete``.
+    """Make every public class and function in *namespace* (a package's `globals()`, filtered
+    by its `__all__`) report *module_name* as its module, as trio does: a traceback, a repr,
+    the docs and pickle then say `mrtr_trio.Complete`, not `mrtr_trio._modern.Complete`.
 
     Only objects defined inside the package are touched, and only once (the first public name
     an object is exported under wins).

@@ -1,14 +1,16 @@
 """Input requests and their answers: frozen values and their wire forms in both MCP eras.
 
-A handler asks for input with :func:`elicit`, :func:`elicit_url`, :func:`create_message` or
-:func:`list_roots`; each returns a frozen request. ``request.to_wire()`` is the 2026-07-28
-embedded-request JSON (``{"method", "params"}``, the value of one ``inputRequests`` entry);
-``request.to_legacy_wire(version)`` is the params-bearing body of the 2025-era server-to-client
-JSON-RPC request. Answers arrive as client JSON and become :class:`ElicitResult`,
-:class:`CreateMessageResult` or :class:`ListRootsResult` through :func:`parse_answer`, which
-rejects anything not shaped like an answer to that request with :class:`InvalidInputResponse`.
+A handler asks for input with [elicit][mrtr_trio.elicit], [elicit_url][mrtr_trio.elicit_url],
+[create_message][mrtr_trio.create_message] or [list_roots][mrtr_trio.list_roots]; each returns a
+frozen request. `request.to_wire()` is the 2026-07-28 embedded-request JSON (`{"method", "params"}`,
+the value of one `inputRequests` entry); `request.to_legacy_wire(version)` is the params-bearing
+body of the 2025-era server-to-client JSON-RPC request. Answers arrive as client JSON and become
+[ElicitResult][mrtr_trio.ElicitResult], [CreateMessageResult][mrtr_trio.CreateMessageResult] or
+[ListRootsResult][mrtr_trio.ListRootsResult] through [parse_answer][mrtr_trio.parse_answer], which
+rejects anything not shaped like an answer to that request with
+[InvalidInputResponse][mrtr_trio.InvalidInputResponse].
 
-This module also knows which client capability each request needs (:func:`missing_capabilities`).
+This module also knows which client capability each request needs (`missing_capabilities`).
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ ELICIT = "elicitation/create"
 SAMPLING = "sampling/createMessage"
 ROOTS = "roots/list"
 
-#: The capabilities assumed when a caller passes ``client_capabilities=None`` ("all declared").
+#: The capabilities assumed when a caller passes `client_capabilities=None` ("all declared").
 ALL_CAPABILITIES: Mapping[str, Any] = {
     "elicitation": {"form": {}, "url": {}},
     "sampling": {"context": {}, "tools": {}},
@@ -69,7 +71,7 @@ ALL_CAPABILITIES: Mapping[str, Any] = {
 ACTIONS: tuple[Literal["accept", "decline", "cancel"], ...] = ("accept", "decline", "cancel")
 _ROLES = ("user", "assistant")
 _INCLUDE_CONTEXT = ("none", "thisServer", "allServers")
-#: The 2025-era protocol versions (sessions opened with ``initialize``).
+#: The 2025-era protocol versions (sessions opened with `initialize`).
 LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 
 
@@ -79,7 +81,7 @@ LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 # form: enough for a replay to notice that the handler now asks something else, and to say what
 # kind of thing the journal recorded. Requests compute it once and keep it.
 
-#: The first byte of a fingerprint, by request method (and ``"step"``).
+#: The first byte of a fingerprint, by request method (and `"step"`).
 KIND_CODES = {ELICIT: 0, SAMPLING: 1, ROOTS: 2, "step": 3}
 KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
 FINGERPRINT_BYTES = 4
@@ -111,7 +113,7 @@ def _request_fingerprint(request: Request) -> bytes:
 
 @attrs.frozen
 class ElicitRequest:
-    """Ask the user: form mode (``schema`` set) or URL mode (``url`` set)."""
+    """Ask the user: form mode (`schema` set) or URL mode (`url` set)."""
 
     method: ClassVar[str] = ELICIT
 
@@ -134,11 +136,11 @@ class ElicitRequest:
 
     @property
     def mode(self) -> Literal["form", "url"]:
-        """``"form"`` or ``"url"``."""
+        """`"form"` or `"url"`."""
         return "form" if self.schema is not None else "url"
 
     def to_wire(self) -> dict[str, Any]:
-        """The 2026-07-28 embedded request ``{"method", "params"}``."""
+        """The 2026-07-28 embedded request `{"method", "params"}`."""
         params: dict[str, Any]
         if self.schema is not None:
             params = {"mode": "form", "message": self.message, "requestedSchema": self.schema}
@@ -149,10 +151,10 @@ class ElicitRequest:
     def to_legacy_wire(
         self, protocol_version: str = "2025-11-25", *, elicitation_id: str | None = None
     ) -> dict[str, Any]:
-        """The 2025-era request ``{"method", "params"}``.
+        """The 2025-era request `{"method", "params"}`.
 
-        2025-06-18 has no ``mode`` and no URL mode; 2025-11-25 URL mode needs an
-        ``elicitationId`` (a fresh UUID unless one is given).
+        2025-06-18 has no `mode` and no URL mode; 2025-11-25 URL mode needs an
+        `elicitationId` (a fresh UUID unless one is given).
         """
         _check_legacy_version(protocol_version)
         wire = self.to_wire()
@@ -207,7 +209,7 @@ class CreateMessageRequest:
                 raise TypeError(f"{name} must be a dict")
 
     def to_wire(self) -> dict[str, Any]:
-        """The embedded request ``{"method", "params"}`` (the same params in both eras)."""
+        """The embedded request `{"method", "params"}` (the same params in both eras)."""
         params: dict[str, Any] = {"messages": list(self.messages), "maxTokens": self.max_tokens}
         optional = (
             ("systemPrompt", self.system_prompt),
@@ -221,7 +223,7 @@ class CreateMessageRequest:
         return {"method": SAMPLING, "params": params}
 
     def to_legacy_wire(self, protocol_version: str = "2025-11-25") -> dict[str, Any]:
-        """The 2025-era request: the same ``{"method", "params"}``."""
+        """The 2025-era request: the same `{"method", "params"}`."""
         _check_legacy_version(protocol_version)
         return self.to_wire()
 
@@ -236,23 +238,23 @@ class ListRootsRequest:
     fingerprint = functools.cached_property(_request_fingerprint)
 
     def to_wire(self) -> dict[str, Any]:
-        """The embedded request ``{"method": "roots/list", "params": {}}``."""
+        """The embedded request `{"method": "roots/list", "params": {}}`."""
         return {"method": ROOTS, "params": {}}
 
     def to_legacy_wire(self, protocol_version: str = "2025-11-25") -> dict[str, Any]:
-        """The 2025-era request: the same ``{"method", "params"}``."""
+        """The 2025-era request: the same `{"method", "params"}`."""
         _check_legacy_version(protocol_version)
         return self.to_wire()
 
 
 Request: TypeAlias = ElicitRequest | CreateMessageRequest | ListRootsRequest
-#: The request classes, for ``isinstance`` checks.
+#: The request classes, for `isinstance` checks.
 REQUEST_TYPES = (ElicitRequest, CreateMessageRequest, ListRootsRequest)
 
 
 def elicit(message: str, schema: Mapping[str, Any]) -> ElicitRequest:
     """A form-mode elicitation: show *message* and a form for the restricted JSON *schema*
-    (``{"type": "object", "properties": {...}, "required": [...]}``)."""
+    (`{"type": "object", "properties": {...}, "required": [...]}`)."""
     if schema is None:
         raise TypeError("elicit() needs a schema; use elicit_url() for URL mode")
     # Replays rebuild the same requests every round: hand back the one already validated and
@@ -293,7 +295,7 @@ def create_message(
     metadata: Mapping[str, Any] | None = None,
 ) -> CreateMessageRequest:
     """A sampling request. *messages* is a string (one user text message) or a list of
-    ``{"role": "user" | "assistant", "content": block | [blocks]}`` dicts."""
+    `{"role": "user" | "assistant", "content": block | [blocks]}` dicts."""
     key: tuple[Any, ...] | None = None
     if type(messages) is str and model_preferences is None and metadata is None:
         stops = tuple(stop_sequences) if isinstance(stop_sequences, list) else stop_sequences
@@ -388,9 +390,9 @@ def _copy_json(value: Any) -> Any:
 
 
 def request_from_wire(wire: object) -> Request:
-    """The request for an embedded-request JSON ``{"method", "params"}`` (either era).
+    """The request for an embedded-request JSON `{"method", "params"}` (either era).
 
-    Raises ``ValueError`` naming what is wrong.
+    Raises `ValueError` naming what is wrong.
     """
     if not isinstance(wire, Mapping) or not isinstance(wire.get("params", {}), Mapping):
         raise ValueError(f"an input request is an object with method and params, got {wire!r}")
@@ -425,7 +427,7 @@ def request_from_wire(wire: object) -> Request:
 
 @attrs.frozen
 class ElicitResult:
-    """The user's answer to an elicitation. ``content`` is present for a form-mode accept."""
+    """The user's answer to an elicitation. `content` is present for a form-mode accept."""
 
     answers: ClassVar[str] = ELICIT
 
@@ -452,7 +454,7 @@ class ElicitResult:
 
 @attrs.frozen
 class CreateMessageResult:
-    """The client LLM's completion. ``content`` is one wire content block or a list of them."""
+    """The client LLM's completion. `content` is one wire content block or a list of them."""
 
     answers: ClassVar[str] = SAMPLING
 
@@ -544,7 +546,7 @@ def trusted_answer(cls: type[_A], *values: Any) -> _A:
 
 
 def trusted_elicit_result(action: str, content: Mapping[str, Any] | None) -> ElicitResult:
-    """[trusted_answer][mrtr_trio._values.trusted_answer] for the commonest answer, unrolled
+    """`trusted_answer` for the commonest answer, unrolled
     (a replay builds one per recorded elicitation)."""
     answer = _new(ElicitResult)
     _set(answer, "action", action)
@@ -556,7 +558,7 @@ _new = object.__new__
 _set = object.__setattr__
 
 
-#: The answer classes, for ``isinstance`` checks.
+#: The answer classes, for `isinstance` checks.
 ANSWER_TYPES = (ElicitResult, CreateMessageResult, ListRootsResult)
 _ANSWER_FIELDS = {cls: [(f.name, f.default) for f in attrs.fields(cls)] for cls in ANSWER_TYPES}
 
@@ -564,9 +566,9 @@ _ANSWER_FIELDS = {cls: [(f.name, f.default) for f in attrs.fields(cls)] for cls 
 def parse_answer(request: Request, json: object) -> Answer:
     """The answer object for *request*, from a client's JSON (or an answer object).
 
-    Raises :class:`InvalidInputResponse` (-32602) when *json* is not shaped like an answer to
-    that kind of request. Unknown extra keys are ignored. The requested schema is *not* checked
-    here (see :func:`content_problems_for`): the runtime asks again instead of failing.
+    Raises [InvalidInputResponse][mrtr_trio.InvalidInputResponse] (-32602) when *json* is not shaped
+    like an answer to that kind of request. Unknown extra keys are ignored. The requested schema is
+    *not* checked here (see `content_problems_for`): the runtime asks again instead of failing.
     """
     if not isinstance(request, REQUEST_TYPES):
         raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
@@ -663,7 +665,7 @@ def missing_capabilities(
     requests: Iterable[Request], client_capabilities: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The ClientCapabilities-shaped object naming what *requests* need and the client lacks
-    (empty when nothing is missing). ``client_capabilities=None`` means "all declared"."""
+    (empty when nothing is missing). `client_capabilities=None` means "all declared"."""
     if client_capabilities is None:
         return {}
     missing: dict[str, Any] = {}

@@ -1,13 +1,20 @@
-"""The command line: ``mrtr-trio demo`` end to end, and ``serve`` errors."""
+"""The command line: `mrtr-trio demo` end to end, `serve` and its errors, `app.run()`."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
 from mrtr_trio._cli import main
+from mrtr_trio._keys import generate_key
+
+KEY = generate_key()
 
 
 def test_demo_drives_both_eras_over_http() -> None:
@@ -23,21 +30,18 @@ def test_demo_drives_both_eras_over_http() -> None:
     assert "round 1: input_required, requestState" in out
     assert out.count("same result in both eras: True") == 2
     assert "Deployed api to prod (1 roots)" in out
+    assert "== deploy ==\n  yield style" in out and "== wipe ==\n  return style" in out
 
 
 def test_serve_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         main(["serve"])
-    assert "target" in capsys.readouterr().err
+    assert "the following arguments are required: FILE[:APP]" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", "x.py:app", "--http", "nonsense"])
 
 
 def test_serve_stdio_stops_promptly_on_interrupt() -> None:
-    import signal
-    import time
-    from pathlib import Path
-
     app_file = Path(__file__).with_name("apps.py")
     server = subprocess.Popen(
         [sys.executable, "-m", "mrtr_trio._cli", "serve", f"{app_file}:app"],
@@ -57,3 +61,128 @@ def test_serve_stdio_stops_promptly_on_interrupt() -> None:
         server.wait()
         for stream in (server.stdin, server.stdout, server.stderr):
             stream.close()
+
+
+def run_cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mrtr_trio._cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+
+
+SERVES_ON_IMPORT = """\
+from mrtr_trio.mcp import App
+
+app = App("eager")
+app.run("http", port=8000)
+"""
+
+
+@pytest.mark.parametrize("transport", [[], ["--http", "127.0.0.1:0"]])
+def test_serve_refuses_a_file_that_starts_a_server_when_imported(
+    tmp_path: Path, transport: list[str]
+) -> None:
+    (tmp_path / "eager.py").write_text(SERVES_ON_IMPORT)
+    run = run_cli("serve", "eager.py", *transport, cwd=tmp_path, env={"MRTR_TRIO_KEYS": KEY})
+    assert run.returncode == 1
+    assert run.stderr == (
+        'mrtr-trio: importing eager.py started a server (line 4: app.run("http", port=8000)). '
+        "`mrtr-trio serve` serves the app itself: put that call under "
+        '`if __name__ == "__main__":`.\n'
+    )
+
+
+def test_serve_refuses_serve_stdio_started_with_trio_run_on_import(tmp_path: Path) -> None:
+    (tmp_path / "eager.py").write_text(
+        "import trio\nfrom mrtr_trio.mcp import App\n\napp = App('eager')\ntrio.run(app.serve_stdio)\n"
+    )
+    run = run_cli("serve", "eager.py", cwd=tmp_path, env={"MRTR_TRIO_KEYS": KEY})
+    assert run.returncode == 1
+    assert "importing eager.py started a server (line 5: trio.run(app.serve_stdio))" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("source", "target", "message"),
+    [
+        (
+            "from mrtr_trio.mcp import App\nserver = App('s')\n",
+            "f.py",
+            "mrtr-trio: f.py has no attribute 'app' (it has f.py:server)\n",
+        ),
+        ("x = 1\n", "f.py", "mrtr-trio: f.py has no attribute 'app'\n"),
+        (
+            "app = None\n",
+            "f.py:app",
+            "mrtr-trio: f.py:app is not a mrtr_trio.mcp.App (its type is NoneType)\n",
+        ),
+        ("", "missing.py", "mrtr-trio: no such file: missing.py\n"),
+    ],
+)
+def test_serve_says_what_is_wrong_with_the_target(
+    tmp_path: Path, source: str, target: str, message: str
+) -> None:
+    (tmp_path / "f.py").write_text(source)
+    run = run_cli("serve", target, cwd=tmp_path, env={"MRTR_TRIO_KEYS": KEY})
+    assert (run.returncode, run.stderr) == (1, message)
+
+
+def test_serve_refuses_malformed_keys_naming_the_position(tmp_path: Path) -> None:
+    (tmp_path / "f.py").write_text("from mrtr_trio.mcp import App\napp = App('s')\n")
+    run = run_cli("serve", "f.py", cwd=tmp_path, env={"MRTR_TRIO_KEYS": f"{KEY},c2VjcmV0"})
+    assert run.returncode == 1
+    assert run.stderr == (
+        "mrtr-trio: MRTR_TRIO_KEYS: key 2 of 2 is 6 bytes; keys must be at least 32 bytes "
+        "(make one with `mrtr-trio keygen`)\n"
+    )
+
+
+def test_help_texts_read_as_plain_text() -> None:
+    wide = {"COLUMNS": "200"}  # one help line per option
+    top = run_cli("--help", cwd=Path.cwd(), env=wide).stdout
+    serve = run_cli("serve", "--help", cwd=Path.cwd(), env=wide).stdout
+    assert "``" not in top + serve
+    assert "keygen" in top and "demo" in top and "serve" in top
+    assert "(default: app)" in serve
+    assert "http://HOST:PORT/mcp" in serve
+    assert "--log-level" in serve and "MRTR_TRIO_KEYS" in serve
+
+
+RUNS_ITSELF = """\
+from mrtr_trio.mcp import App
+
+app = App("self-served")
+
+if __name__ == "__main__":
+    app.run({arguments})
+"""
+
+
+@pytest.mark.parametrize("arguments", ["", '"http", port=0'])
+def test_ctrl_c_on_app_run_exits_quietly(tmp_path: Path, arguments: str) -> None:
+    script = tmp_path / "server.py"
+    script.write_text(RUNS_ITSELF.format(arguments=arguments))
+    server = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MRTR_TRIO_KEYS": KEY},
+    )
+    try:
+        time.sleep(1.5)  # let it import and start serving
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=10) == 0
+        assert server.stderr is not None and server.stderr.read() == b""
+    finally:
+        server.kill()
+        server.wait()
+        for stream in (server.stdin, server.stdout, server.stderr):
+            if stream is not None:
+                stream.close()

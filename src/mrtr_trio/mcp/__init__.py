@@ -1,6 +1,6 @@
 """The MCP server: serve mrtr_trio handlers to real clients in both eras.
 
-[App][mrtr_trio.mcp.App] is hosted on the official ``mcp`` SDK's low-level server, under trio,
+[App][mrtr_trio.mcp.App] is hosted on the official `mcp` SDK's low-level server, under trio,
 over stdio or Streamable HTTP (hypercorn's trio worker). Tools may become tasks under the tasks
 extension ([background][mrtr_trio.mcp.background], [TaskStore][mrtr_trio.mcp.TaskStore]).
 """

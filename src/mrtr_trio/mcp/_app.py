@@ -1,10 +1,10 @@
-"""The MCP server: :class:`App` registers handlers of either style and serves them, in both
-eras, on the official SDK's low-level server.
+"""The MCP server: [App][mrtr_trio.mcp.App] registers handlers of either style and serves them, in
+both eras, on the official SDK's low-level server.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -19,6 +19,7 @@ from .._errors import INTERNAL_ERROR, MrtrError
 from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
+from ._log import log_calls, log_failure
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._tasks import (
     TASK_POLICIES,
@@ -29,7 +30,7 @@ from ._tasks import (
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore
-from ._transports import asgi_app, serve_http, serve_stdio
+from ._transports import asgi_app, check_may_serve, run_until_interrupted, serve_http, serve_stdio
 from ._wire import (
     PROTOCOL_ERRORS,
     error_message,
@@ -42,7 +43,6 @@ from ._wire import (
 
 __all__ = ["App"]
 
-log = logging.getLogger("mrtr_trio.mcp")
 F = TypeVar("F", bound=Callable[..., Any])
 R = TypeVar("R")
 
@@ -50,15 +50,16 @@ R = TypeVar("R")
 class App:
     """An MCP server whose tools, prompts and resources are mrtr_trio handlers.
 
-    - *name*: the server's name (also the audience its ``requestState`` tokens are bound to);
-    - *runtime*: the :class:`~mrtr_trio.Runtime` (keys and knobs); by default one with a
-      per-process random key, which warns that modern flows will not survive a restart;
-    - *version*, *instructions*: what ``initialize`` and ``server/discover`` report;
+    - *name*: the server's name (also the audience its `requestState` tokens are bound to);
+    - *runtime*: the [Runtime][mrtr_trio.Runtime] (keys and knobs); by default `Runtime()`,
+      which signs with the keys in `MRTR_TRIO_KEYS`, or else with a per-process random key and
+      a warning that modern flows will not survive a restart;
+    - *version*, *instructions*: what `initialize` and `server/discover` report;
     - *task_store*, *task_ttl*, *task_poll_interval*: where tool calls that become tasks
       (the tasks extension) are kept, how many seconds each lives after its creation
-      (``None``: unlimited), and the polling interval suggested to clients.
+      (`None`: unlimited), and the polling interval suggested to clients.
 
-    ``app.server`` is the underlying ``mcp.server.lowlevel.Server``: ``mcp.Client(app.server)``
+    `app.server` is the underlying `mcp.server.lowlevel.Server`: `mcp.Client(app.server)`
     talks to it in-process, and its request handlers can be extended.
     """
 
@@ -99,6 +100,7 @@ class App:
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
         )
+        self.server.middleware.append(log_calls)
         self.server.middleware.append(guard_request_state)
         self.server.middleware.append(lift_input_responses)
         self._tasks.register(self.server)
@@ -123,17 +125,17 @@ class App:
         The first parameter is the context; the others form the input schema. *description*
         defaults to the docstring.
 
-        - *task*: the tool's policy under the tasks extension. ``"forbidden"`` (the default):
-          never a task. ``"optional"``: when the request declares the extension, a flow that
+        - *task*: the tool's policy under the tasks extension. `"forbidden"` (the default):
+          never a task. `"optional"`: when the request declares the extension, a flow that
           yields [background()][mrtr_trio.mcp.background] becomes a task there; otherwise it
-          runs as usual. ``"required"``: a request that does not declare the extension gets
-          ``-32021``.
+          runs as usual. `"required"`: a request that does not declare the extension gets
+          `-32021`.
         - *input_schema*: advertise this JSON schema verbatim (JSON Schema 2020-12 keywords
           included) instead of the one made from the parameters; arguments are still checked
           against the parameters.
         - *headers*: parameter name → header name: clients mirror the argument in the
-          ``Mcp-Param-<name>`` HTTP header (``x-mcp-header``, SEP-2243), and the server
-          rejects a request whose header does not match its body with ``-32020``. Only
+          `Mcp-Param-<name>` HTTP header (`x-mcp-header`, SEP-2243), and the server
+          rejects a request whose header does not match its body with `-32020`. Only
           string, integer and boolean parameters qualify.
         """
         if task not in TASK_POLICIES:
@@ -148,7 +150,7 @@ class App:
         )
 
     def prompt(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
-        """Register a prompt; it returns a ``str`` (one user message) or a list of messages."""
+        """Register a prompt; it returns a `str` (one user message) or a list of messages."""
         return self._register("prompt", name=name, description=description)
 
     def resource(
@@ -159,8 +161,8 @@ class App:
         description: str | None = None,
         mime_type: str | None = None,
     ) -> Callable[[F], F]:
-        """Register a resource at *uri*, which may be a template (``test://items/{id}``) whose
-        variables are the handler's parameters. It returns ``str`` (text) or ``bytes`` (blob)."""
+        """Register a resource at *uri*, which may be a template (`test://items/{id}`) whose
+        variables are the handler's parameters. It returns `str` (text) or `bytes` (blob)."""
         if not isinstance(uri, str) or "://" not in uri:
             raise TypeError(f"a resource needs a URI like 'scheme://path', got {uri!r}")
         return self._register(
@@ -288,12 +290,10 @@ class App:
         self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         uri = str(params.uri)
-        for entry in self._entries["resource"].values():
-            variables = entry.match(uri)
-            if variables is not None:
-                break
-        else:
+        found = self._find_resource(uri)
+        if found is None:
             raise MCPError(-32602, f"Unknown resource: {uri}", {"uri": uri})
+        entry, variables = found
         try:
             arguments = entry.validate(variables)
         except ArgumentsError as error:
@@ -308,6 +308,18 @@ class App:
             lambda value: resource_result(value, uri, entry.mime_type),
         )
 
+    def _find_resource(self, uri: str) -> tuple[Entry, dict[str, str | list[str]]] | None:
+        """The resource at *uri* and its template variables: a plain URI first, then the
+        templates in the order they were registered."""
+        resources = self._entries["resource"]
+        if uri in resources and not resources[uri].is_template:
+            return resources[uri], {}
+        for entry in resources.values():
+            variables = entry.match(uri) if entry.is_template else None
+            if variables is not None:
+                return entry, variables
+        return None
+
     async def _serve(
         self,
         ctx: ServerRequestContext[Any],
@@ -320,7 +332,7 @@ class App:
         failure_result: Callable[[str], R] | None = None,
     ) -> R | types.InputRequiredResult:
         """Run the flow and shape its outcome. Protocol errors are JSON-RPC errors everywhere;
-        any other failure becomes *failure_result* (tools: an ``isError`` result) or, without
+        any other failure becomes *failure_result* (tools: an `isError` result) or, without
         one, a JSON-RPC error with the error's code (prompts, resources; DESIGN §3)."""
         try:
             outcome = await run_flow(
@@ -330,7 +342,7 @@ class App:
         except PROTOCOL_ERRORS as error:
             raise mcp_error(error) from error
         except Exception as error:
-            log.info("%s %r failed: %r", entry.kind, entry.name, error)
+            log_failure(entry.kind, entry.name, error)
             if failure_result is not None:
                 return failure_result(error_message(error))
             if isinstance(error, MCPError):
@@ -346,14 +358,14 @@ class App:
         *,
         principal: Sequence[str | None] | None = None,
     ) -> bytes:
-        """The ``bind`` bytes this app mints ``requestState`` with for one call: *method*
-        (``"tools/call"``, ``"prompts/get"``, ``"resources/read"``), *target* (the tool or
+        """The `bind` bytes this app mints `requestState` with for one call: *method*
+        (`"tools/call"`, `"prompts/get"`, `"resources/read"`), *target* (the tool or
         prompt name, or the resource URI), the *arguments* as the client sent them, and the
-        authenticated *principal* (``(client_id, issuer, subject)``, ``None`` when
+        authenticated *principal* (`(client_id, issuer, subject)`, `None` when
         unauthenticated).
 
-        With :class:`mrtr_trio.testing.RecordedState` and
-        :func:`mrtr_trio.testing.replay_recorded`, this checks tokens recorded from a running
+        With [mrtr_trio.testing.RecordedState][] and
+        [mrtr_trio.testing.replay_recorded][], this checks tokens recorded from a running
         server against new code before a deploy.
         """
         if method not in ("tools/call", "prompts/get", "resources/read"):
@@ -373,7 +385,7 @@ class App:
         allowed_hosts: Sequence[str] | None = None,
     ) -> Starlette:
         """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan). Only
-        loopback ``Host`` headers are accepted unless *allowed_hosts* is given."""
+        loopback `Host` headers are accepted unless *allowed_hosts* is given."""
         return asgi_app(
             self.server,
             path=path,
@@ -395,9 +407,10 @@ class App:
     ) -> None:
         """Serve Streamable HTTP on hypercorn's trio worker until cancelled.
 
-        ``url = await nursery.start(app.serve_http, "127.0.0.1", 0)`` returns the endpoint URL
+        `url = await nursery.start(app.serve_http, "127.0.0.1", 0)` returns the endpoint URL
         with the real port.
         """
+        check_may_serve("App.serve_http()")
         app = self.asgi(
             path=path, stateless=stateless, json_response=json_response, allowed_hosts=allowed_hosts
         )
@@ -405,6 +418,7 @@ class App:
 
     async def serve_stdio(self) -> None:
         """Serve on this process's stdin and stdout until EOF or cancellation."""
+        check_may_serve("App.serve_stdio()")
         await serve_stdio(self.server)
 
     def run(
@@ -413,10 +427,16 @@ class App:
         host: str = "127.0.0.1",
         port: int = 8000,
     ) -> None:
-        """Serve until interrupted (blocking, on trio)."""
-        if transport == "stdio":
-            trio.run(self.serve_stdio)
-        elif transport == "http":
-            trio.run(lambda: self.serve_http(host, port))
-        else:
+        """Serve until stdin closes (stdio) or Ctrl-C, which exits quietly (blocking, on trio).
+
+        HTTP is served at `http://{host}:{port}/mcp`. Put the call under
+        `if __name__ == "__main__":`, so that `mrtr-trio serve file.py` can import the file
+        without starting a server.
+        """
+        if transport not in ("stdio", "http"):
             raise ValueError(f'transport must be "stdio" or "http", got {transport!r}')
+        check_may_serve(f"App.run({transport!r})")
+        if transport == "stdio":
+            run_until_interrupted(self.serve_stdio)
+        else:
+            run_until_interrupted(functools.partial(self.serve_http, host, port))

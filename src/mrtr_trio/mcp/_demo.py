@@ -1,5 +1,5 @@
-"""``mrtr-trio demo``: one App, served over HTTP on loopback, driven by the official
-``mcp.Client`` in both eras, with a short transcript of every round."""
+"""`mrtr-trio demo`: one App, served over HTTP on loopback, driven by the official
+`mcp.Client` in both eras, with a short transcript of every round."""
 
 from __future__ import annotations
 
@@ -152,17 +152,32 @@ async def _modern(url: str, tool: str, arguments: dict[str, Any]) -> str:
     raise RuntimeError("the flow did not finish in 10 rounds")
 
 
+_TOOLS = (
+    (
+        "deploy",
+        {"service": "api", "env": "prod"},
+        "yield style: an async generator. On modern requests it is replayed from the top each\n"
+        "  round, so its requestState holds only the answers so far and a 4-byte fingerprint of\n"
+        "  each request: replaying the handler re-creates the requests.",
+    ),
+    (
+        "wipe",
+        {"path": "/tmp/cache"},
+        "return style (the TypeScript FastMCP shape): a coroutine that returns input_required\n"
+        "  and is called again with the answers. It is not replayed, so its requestState holds\n"
+        "  the pending requests in full, schema included, to check the answers against.",
+    ),
+)
+
+
 async def run_demo() -> None:
     """Serve the demo App on a loopback port and drive it in both eras."""
     app = build_demo_app()
     async with trio.open_nursery() as nursery:
         url = await nursery.start(app.serve_http, "127.0.0.1", 0)
         _say(f"mrtr-trio demo: {app.name!r} serving Streamable HTTP on {url}\n")
-        for tool, arguments in (
-            ("deploy", {"service": "api", "env": "prod"}),
-            ("wipe", {"path": "/tmp/cache"}),
-        ):
-            _say(f"== {tool} ==")
+        for tool, arguments, style in _TOOLS:
+            _say(f"== {tool} ==\n  {style}")
             live = await _legacy(url, tool, arguments)
             modern = await _modern(url, tool, arguments)
             _say(f"  same result in both eras: {live == modern}\n")

@@ -1,13 +1,13 @@
 """Running one MCP request's flow in the era the request belongs to.
 
-A modern (2026-07-28) request runs one round with :meth:`Runtime.advance`, bound to the
-method, the target, the raw arguments, the authenticated principal and the server name. A legacy
-request runs the whole flow live with :meth:`Runtime.run_live`, each ask a real server-to-client
-request on the originating request's stream (``related_request_id``). Client capabilities come
-from the request's ``_meta`` (modern) or from ``initialize`` (legacy).
+A modern (2026-07-28) request runs one round with [Runtime.advance][mrtr_trio.Runtime.advance],
+bound to the method, the target, the raw arguments, the authenticated principal and the server name.
+A legacy request runs the whole flow live with [Runtime.run_live][mrtr_trio.Runtime.run_live], each
+ask a real server-to-client request on the originating request's stream (`related_request_id`).
+Client capabilities come from the request's `_meta` (modern) or from `initialize` (legacy).
 
-Two middleware entries run before the SDK validates params: a non-string ``requestState`` gets
-the fixed requestState error, and ``inputResponses`` is lifted out as raw JSON, so that
+Two middleware entries run before the SDK validates params: a non-string `requestState` gets
+the fixed requestState error, and `inputResponses` is lifted out as raw JSON, so that
 mrtr_trio checks each answer itself (unknown keys ignored, malformed answers named).
 """
 
@@ -36,6 +36,7 @@ from ._registry import Entry
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
 
 __all__ = [
+    "MRTR_METHODS",
     "RequestHost",
     "bind_bytes",
     "client_capabilities",
@@ -61,7 +62,7 @@ def is_modern(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def client_capabilities(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
-    """The client's declared capabilities as a dict (``{}`` when it declared none)."""
+    """The client's declared capabilities as a dict (`{}` when it declared none)."""
     declared = ctx.session.client_capabilities
     if declared is None:
         return {}
@@ -69,7 +70,7 @@ def client_capabilities(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
 
 
 class RequestHost:
-    """The :class:`~mrtr_trio.Host` for one MCP request: progress and logs on its stream."""
+    """The [Host][mrtr_trio.Host] for one MCP request: progress and logs on its stream."""
 
     def __init__(self, ctx: ServerRequestContext[Any]) -> None:
         self._ctx = ctx
@@ -131,8 +132,8 @@ async def run_flow(
 ) -> Complete | types.InputRequiredResult:
     """Run *entry*'s handler for this request in its era.
 
-    Returns the finished value as :class:`Complete`, or (modern only) the SDK
-    ``InputRequiredResult`` to send back.
+    Returns the finished value as [Complete][mrtr_trio.Complete], or (modern only) the SDK
+    `InputRequiredResult` to send back.
     """
     host = RequestHost(ctx)
     capabilities = client_capabilities(ctx)
@@ -157,8 +158,8 @@ async def run_flow(
 
 
 def principal() -> tuple[str, ...]:
-    """The authenticated principal of the request being served (``(client_id, issuer,
-    subject)``), or ``()`` when unauthenticated."""
+    """The authenticated principal of the request being served
+    (`(client_id, issuer, subject)`), or `()` when unauthenticated."""
     token = get_access_token()
     if token is None:
         return ()
@@ -168,7 +169,7 @@ def principal() -> tuple[str, ...]:
 def request_bind(
     method: str, target: str, raw_arguments: Mapping[str, Any], audience: str
 ) -> bytes:
-    """The ``bind`` bytes of the request being served (see :func:`bind_bytes`)."""
+    """The `bind` bytes of the request being served (see `bind_bytes`)."""
     token = get_access_token()
     components = principal_components(token) if token is not None else None
     return bind_bytes(method, target, raw_arguments, audience, components)
@@ -182,7 +183,7 @@ def bind_bytes(
     principal: Sequence[str | None] | None,
 ) -> bytes:
     """What a token is bound to besides the handler: method, target, the arguments as
-    received, the authenticated principal (``(client_id, issuer, subject)``; none when
+    received, the authenticated principal (`(client_id, issuer, subject)`; none when
     unauthenticated) and the audience (the server name)."""
     return cbor2.dumps(
         [method, target, dict(raw_arguments), list(principal or ()), audience],
@@ -192,7 +193,7 @@ def bind_bytes(
 
 
 def raw_input_responses(params: Any) -> Any:
-    """The request's ``inputResponses`` as the client sent them (JSON), or ``None``."""
+    """The request's `inputResponses` as the client sent them (JSON), or `None`."""
     lifted = _RAW_INPUT_RESPONSES.get()
     if lifted is not None:
         return lifted
@@ -203,7 +204,7 @@ def raw_input_responses(params: Any) -> Any:
 
 
 async def guard_request_state(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
-    """Middleware: a non-string ``requestState`` gets the fixed requestState error (the SDK
+    """Middleware: a non-string `requestState` gets the fixed requestState error (the SDK
     would otherwise reject it with a generic params error)."""
     if ctx.method in MRTR_METHODS and isinstance(ctx.params, Mapping):
         state = ctx.params.get("requestState")
@@ -213,7 +214,7 @@ async def guard_request_state(ctx: ServerRequestContext[Any], call_next: CallNex
 
 
 async def lift_input_responses(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
-    """Middleware: take ``inputResponses`` out of the params before the SDK validates them, and
+    """Middleware: take `inputResponses` out of the params before the SDK validates them, and
     hand them to the flow as raw JSON."""
     if (
         ctx.method in MRTR_METHODS

@@ -1,26 +1,27 @@
-"""What an :class:`~mrtr_trio.mcp.App` serves: tools, prompts and resources, and how their
+"""What an [App][mrtr_trio.mcp.App] serves: tools, prompts and resources, and how their
 arguments are described and checked.
 
-Each registered function becomes an :class:`Entry`. Its arguments model is a pydantic model of
-the function's parameters after the first (the context, whatever its name), read with
-``inspect.signature(fn, eval_str=True)`` so string annotations work; it gives the tool's input
+Each registered function becomes an `Entry`. Its arguments model is a pydantic model of the
+function's parameters after the first (the context, whatever its name), read with
+`inspect.signature(fn, eval_str=True)` so string annotations work; it gives the tool's input
 schema and the prompt's argument list, and validates what clients send. A tool may instead
 advertise a schema given verbatim (its arguments are still checked against the parameters), map
-parameters to ``Mcp-Param-*`` HTTP headers (``x-mcp-header``, SEP-2243), and carry a task
-policy. Resource URIs may be templates (``test://items/{id}``) whose variables are the
-function's parameters.
+parameters to `Mcp-Param-*` HTTP headers (`x-mcp-header`, SEP-2243), and carry a task policy.
+Resource URIs may be RFC 6570 templates (`test://items/{id}`, `file:///{+path}`,
+`logs://{app}{?since}`) whose variables are the function's parameters; they are parsed and
+matched by the official SDK's `UriTemplate`, which percent-decodes what it captures.
 """
 
 from __future__ import annotations
 
 import copy
 import inspect
-import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import attrs
 import pydantic
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from .._flow import is_generator_handler
 from ._sdk import X_MCP_HEADER_KEY, invalid_header_annotation
@@ -28,7 +29,6 @@ from ._sdk import X_MCP_HEADER_KEY, invalid_header_annotation
 __all__ = ["ArgumentsError", "Entry", "make_entry"]
 
 Kind = Literal["tool", "prompt", "resource"]
-_TEMPLATE_VARIABLE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class ArgumentsError(ValueError):
@@ -46,18 +46,18 @@ class Entry:
     arguments_model: type[pydantic.BaseModel]
     uri: str | None = None
     mime_type: str | None = None
-    uri_pattern: re.Pattern[str] | None = None
+    uri_template: UriTemplate | None = None
     task: str = "forbidden"
     schema: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
 
     @property
     def is_template(self) -> bool:
-        """A resource whose URI has ``{variables}``."""
-        return self.uri_pattern is not None
+        """A resource whose URI has `{variables}`."""
+        return self.uri_template is not None
 
     def input_schema(self) -> dict[str, Any]:
-        """The JSON schema of the arguments (a tool's ``inputSchema``): the one given verbatim,
+        """The JSON schema of the arguments (a tool's `inputSchema`): the one given verbatim,
         or the parameters' own; with each header-mapped parameter annotated."""
         if self.schema is not None:
             schema = copy.deepcopy(dict(self.schema))
@@ -70,7 +70,7 @@ class Entry:
         return schema
 
     def parameters(self) -> list[tuple[str, str | None, bool]]:
-        """``(name, description, required)`` for each argument (a prompt's argument list)."""
+        """`(name, description, required)` for each argument (a prompt's argument list)."""
         return [
             (field.alias or name, field.description, field.is_required())
             for name, field in self.arguments_model.model_fields.items()
@@ -78,7 +78,7 @@ class Entry:
 
     def validate(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """The arguments as the handler receives them (validated and converted), or
-        :class:`ArgumentsError` saying what is wrong."""
+        `ArgumentsError` saying what is wrong."""
         try:
             model = self.arguments_model.model_validate(dict(arguments or {}))
         except pydantic.ValidationError as error:
@@ -94,12 +94,12 @@ class Entry:
             for name, field in self.arguments_model.model_fields.items()
         }
 
-    def match(self, uri: str) -> dict[str, str] | None:
-        """The template variables if *uri* is this resource's, else ``None``."""
-        if self.uri_pattern is None:
+    def match(self, uri: str) -> dict[str, str | list[str]] | None:
+        """The template variables, percent-decoded, if *uri* is this resource's, else `None`.
+        Query variables (`{?since}`) the URI leaves out are absent, so their defaults apply."""
+        if self.uri_template is None:
             return {} if uri == self.uri else None
-        found = self.uri_pattern.fullmatch(uri)
-        return None if found is None else found.groupdict()
+        return self.uri_template.match(uri)
 
 
 def make_entry(
@@ -114,7 +114,8 @@ def make_entry(
     input_schema: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
 ) -> Entry:
-    """An :class:`Entry` for *fn*, or ``TypeError``/``ValueError`` saying why it cannot be one."""
+    """An `Entry` for *fn*, or `TypeError`/`ValueError` saying
+    why it cannot be one."""
     is_generator_handler(fn)  # raises TypeError for anything but an async def function
     name = name or getattr(fn, "__name__", None)
     if not name:
@@ -122,17 +123,7 @@ def make_entry(
     if description is None:
         description = inspect.getdoc(fn)
     model = _arguments_model(fn, name)
-    pattern = None
-    if uri is not None:
-        variables = _TEMPLATE_VARIABLE.findall(uri)
-        parameters = {field.alias or key for key, field in model.model_fields.items()}
-        if set(variables) != parameters:
-            raise TypeError(
-                f"resource {uri!r}: the handler's parameters after the context "
-                f"({sorted(parameters)}) must be the URI template's variables ({sorted(variables)})"
-            )
-        if variables:
-            pattern = _template_pattern(uri)
+    template = _uri_template(uri, model) if uri is not None else None
     if input_schema is not None and (
         not isinstance(input_schema, Mapping) or input_schema.get("type") != "object"
     ):
@@ -145,7 +136,7 @@ def make_entry(
         model,
         uri,
         mime_type,
-        pattern,
+        template,
         task=task,
         schema=None if input_schema is None else copy.deepcopy(dict(input_schema)),
         headers=dict(headers or {}),
@@ -164,6 +155,33 @@ def _check_headers(entry: Entry) -> None:
     problem = invalid_header_annotation(entry.input_schema())
     if problem is not None:
         raise TypeError(f"{entry.name}: {problem}")
+
+
+def _uri_template(uri: str, model: type[pydantic.BaseModel]) -> UriTemplate | None:
+    """The parsed template of a resource URI (`None` for a plain URI), checked against the
+    handler's parameters."""
+    if "{" not in uri and "}" not in uri:  # braces are not URI characters: a template
+        variables: list[str] = []
+        template = None
+    else:
+        try:
+            template = UriTemplate.parse(uri)
+        except InvalidUriTemplate as error:
+            raise ValueError(f"resource {uri!r}: {error}") from None
+        variables = template.variable_names
+    fields = {field.alias or key: field for key, field in model.model_fields.items()}
+    if set(variables) != set(fields):
+        raise TypeError(
+            f"resource {uri!r}: the handler's parameters after the context "
+            f"({sorted(fields)}) must be the URI template's variables ({sorted(variables)})"
+        )
+    for name in sorted(template.query_variable_names if template else ()):
+        if fields[name].is_required():
+            raise TypeError(
+                f"resource {uri!r}: query variable {name!r} may be left out of a URI; "
+                "give its parameter a default"
+            )
+    return template
 
 
 def _arguments_model(fn: Callable[..., Any], name: str) -> type[pydantic.BaseModel]:
@@ -201,12 +219,3 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> type[pydantic.BaseMod
         __config__=pydantic.ConfigDict(populate_by_name=False, arbitrary_types_allowed=True),
         **fields,
     )
-
-
-def _template_pattern(uri: str) -> re.Pattern[str]:
-    parts = _TEMPLATE_VARIABLE.split(uri)
-    regex = "".join(
-        re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)"
-        for index, part in enumerate(parts)
-    )
-    return re.compile(regex)

@@ -1,24 +1,24 @@
-"""The tasks extension (``io.modelcontextprotocol/tasks``, SEP-2663): a tool call that becomes a
+"""The tasks extension (`io.modelcontextprotocol/tasks`, SEP-2663): a tool call that becomes a
 task, and the third driver, which runs the unchanged handler in the background.
 
 A tool call that may become a task is one modern round of its flow
 ([Runtime.advance][mrtr_trio.Runtime.advance]), run in a nursery the server owns while the
 request waits for what to answer. Before the task exists, a client turn ends the round as
-always: an ``input_required`` result with a signed ``requestState``, whose retry may land on
+always: an `input_required` result with a signed `requestState`, whose retry may land on
 any process holding the key (MRTR before the task, as stateless as every other round). When the
 handler yields [background()][mrtr_trio.mcp.background] the task is created (readable by
-``tasks/get`` before the ``CreateTaskResult`` is sent), the request answers with it, and the
+`tasks/get` before the `CreateTaskResult` is sent), the request answers with it, and the
 round simply goes on in the background: from then on a client turn waits in-process, the
-requests become the task's ``inputRequests`` (under keys never reused) and ``tasks/update``
-answers them. Answers are checked as in the other eras: malformed ones are ``-32602`` naming
+requests become the task's `inputRequests` (under keys never reused) and `tasks/update`
+answers them. Answers are checked as in the other eras: malformed ones are `-32602` naming
 the key (and nothing is taken), valid ones are kept, unknown keys ignored, and content that
-fails the requested schema is asked again by the core. ``tasks/cancel`` cancels the flow's
-trio task (the generator is closed, its ``finally`` runs); the time to live cancels it too and
+fails the requested schema is asked again by the core. `tasks/cancel` cancels the flow's
+trio task (the generator is closed, its `finally` runs); the time to live cancels it too and
 removes the task.
 
 The handler's own outcome decides the task's: a value or a tool error (anything but a protocol
-error) ends ``completed`` with the ``CallToolResult`` a synchronous call would have returned;
-a protocol error (``-32602``, ``-32021``) ends ``failed`` with that JSON-RPC error.
+error) ends `completed` with the `CallToolResult` a synchronous call would have returned;
+a protocol error (`-32602`, `-32021`) ends `failed` with that JSON-RPC error.
 """
 
 from __future__ import annotations
@@ -93,19 +93,19 @@ async def _enter_background() -> None:
 
 def background() -> Step:
     """Yield this where a tool's flow may go on in the background: from here, when the tool's
-    ``task`` policy and the request allow it, the call becomes a task (the client gets a
-    ``CreateTaskResult`` and polls ``tasks/get``), and later asks are the task's
-    ``inputRequests``. Asks before it are ordinary rounds of the call itself.
+    `task` policy and the request allow it, the call becomes a task (the client gets a
+    `CreateTaskResult` and polls `tasks/get`), and later asks are the task's
+    `inputRequests`. Asks before it are ordinary rounds of the call itself.
 
     Everywhere else (a live legacy session, a request that did not declare the tasks
-    extension, a tool whose policy is ``"forbidden"``) the flow simply continues. It is a
+    extension, a tool whose policy is `"forbidden"`) the flow simply continues. It is a
     [step][mrtr_trio.step], so replays skip it like any other.
     """
     return step(_enter_background)
 
 
 def missing_tasks_extension(what: str) -> MCPError:
-    """The ``-32021`` error for a client that did not declare the tasks extension."""
+    """The `-32021` error for a client that did not declare the tasks extension."""
     return MCPError(
         MISSING_REQUIRED_CLIENT_CAPABILITY,
         f"{what} needs the {TASKS_EXTENSION} extension, which this request did not declare",
@@ -133,7 +133,7 @@ class _Asking:
 
 @attrs.frozen
 class _Started:
-    """The flow yielded ``background()``: this task now carries it."""
+    """The flow yielded `background()`: this task now carries it."""
 
     record: TaskRecord
 
@@ -176,7 +176,7 @@ class _FlowHost:
 
 class TaskFlow:
     """One round of a task-capable tool call, run in the background: it ends like any modern
-    round, unless it reaches ``background()`` first; then it goes on as a task."""
+    round, unless it reaches `background()` first; then it goes on as a task."""
 
     def __init__(
         self,
@@ -277,7 +277,7 @@ class TaskFlow:
 
     async def _turn(self, suspend: Suspend) -> Mapping[str, Any] | None:
         """The core's client turn: before the task, none (the round ends with a token); in
-        the task, publish the requests and wait for ``tasks/update``."""
+        the task, publish the requests and wait for `tasks/update`."""
         if self.record is None:
             return None
         if suspend.retry_after is not None:  # a poll: the task works, and looks again later
@@ -315,7 +315,7 @@ class TaskFlow:
     # ------------------------------------------------------------------------ the task
 
     async def enter_task(self) -> None:
-        """``background()`` reached: create the task (if this call may have one) before the
+        """`background()` reached: create the task (if this call may have one) before the
         client hears of it, and go on in the background."""
         if self.record is not None:
             return
@@ -339,15 +339,15 @@ class TaskFlow:
         self._answer(_Started(record))
 
     async def cancel_task(self) -> None:
-        """``tasks/cancel``: the task is ``cancelled`` at once; the handler is cancelled (its
-        ``finally`` runs in the background)."""
+        """`tasks/cancel`: the task is `cancelled` at once; the handler is cancelled (its
+        `finally` runs in the background)."""
         self._cancel_requested = True
         if self.record is not None and not self.record.terminal:
             await self._save(status="cancelled")
         self.cancel_scope.cancel()
 
     async def save(self) -> None:
-        """Write the task's current asks and status (after :meth:`deliver`)."""
+        """Write the task's current asks and status (after `deliver`)."""
         await self._save()
 
     async def _save(self, status: TaskStatus | None = None, **changes: Any) -> None:
@@ -386,14 +386,14 @@ def _error_json(error: MCPError) -> dict[str, Any]:
 
 
 class Tasks:
-    """An App's tasks: the store, the flows running in this process, and the ``tasks/*``
+    """An App's tasks: the store, the flows running in this process, and the `tasks/*`
     methods.
 
     - *store*: where task records live ([MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore] by
       default);
-    - *ttl*: seconds a task lives after its creation (``None``: unlimited); a task still
+    - *ttl*: seconds a task lives after its creation (`None`: unlimited); a task still
       running then is cancelled and removed;
-    - *poll_interval*: the ``pollIntervalMs`` suggested to clients, in seconds;
+    - *poll_interval*: the `pollIntervalMs` suggested to clients, in seconds;
     - *max_flows*: how many task-capable flows (a round in progress, or a task running) this
       process holds at once.
     """
@@ -450,8 +450,8 @@ class Tasks:
         params: types.CallToolRequestParams,
         policy: TaskPolicy,
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
-        """Serve a ``tools/call`` of a task-capable tool from a client that declared the
-        extension: one round of the flow, or the ``CreateTaskResult`` when it goes on as a
+        """Serve a `tools/call` of a task-capable tool from a client that declared the
+        extension: one round of the flow, or the `CreateTaskResult` when it goes on as a
         task."""
         bind = request_bind(ctx.method, entry.name, raw_arguments, self.audience)
         flow = self._start(ctx, entry, arguments, params, bind)
@@ -526,7 +526,7 @@ class Tasks:
     # ------------------------------------------------------------------------ tasks/*
 
     def register(self, server: Any) -> None:
-        """Add ``tasks/get``, ``tasks/update`` and ``tasks/cancel`` to *server*."""
+        """Add `tasks/get`, `tasks/update` and `tasks/cancel` to *server*."""
         server.add_request_handler("tasks/get", types.RequestParams, self._get)
         server.add_request_handler("tasks/update", types.RequestParams, self._update)
         server.add_request_handler("tasks/cancel", types.RequestParams, self._cancel)
@@ -562,7 +562,7 @@ class Tasks:
         return {"resultType": "complete"}
 
     async def _find(self, ctx: ServerRequestContext[Any]) -> TaskRecord:
-        """The checks every ``tasks/*`` request passes, in the order the extension gives:
+        """The checks every `tasks/*` request passes, in the order the extension gives:
         era, routing header, the client's declaration, then the task id."""
         method = ctx.method
         if not is_modern(ctx):

@@ -2,11 +2,11 @@
 [TaskStore][mrtr_trio.mcp.TaskStore] protocol, and the bounded, expiring
 [MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore].
 
-A record is what ``tasks/get`` returns, as data: status, timestamps, time to live, the
+A record is what `tasks/get` returns, as data: status, timestamps, time to live, the
 outstanding input requests, and the inlined result or error. The process that runs a task's
-handler is its only writer; every write carries a higher ``revision``. A store shared by several
-processes (Redis, a database) lets any of them answer ``tasks/get``; ``tasks/update`` and
-``tasks/cancel`` must still reach the process that runs the handler (route on the ``Mcp-Name``
+handler is its only writer; every write carries a higher `revision`. A store shared by several
+processes (Redis, a database) lets any of them answer `tasks/get`; `tasks/update` and
+`tasks/cancel` must still reach the process that runs the handler (route on the `Mcp-Name`
 header, which carries the task id).
 """
 
@@ -42,12 +42,12 @@ class TaskStoreFull(Exception):
 class TaskRecord:
     """One task as its clients see it (all times in seconds since the epoch).
 
-    - *owner*: the authenticated principal that created it (``()`` when unauthenticated);
+    - *owner*: the authenticated principal that created it (`()` when unauthenticated);
       only the same principal may read, answer or cancel it;
-    - *input_requests*: wire key → embedded request JSON (``{"method", "params"}``), the asks
-      still outstanding while the status is ``input_required``;
-    - *result*: the inlined ``CallToolResult`` JSON of a ``completed`` task;
-    - *error*: the JSON-RPC error (``{"code", "message"[, "data"]}``) of a ``failed`` task;
+    - *input_requests*: wire key → embedded request JSON (`{"method", "params"}`), the asks
+      still outstanding while the status is `input_required`;
+    - *result*: the inlined `CallToolResult` JSON of a `completed` task;
+    - *error*: the JSON-RPC error (`{"code", "message"[, "data"]}`) of a `failed` task;
     - *revision*: bumped on every write, so a shared store can keep the newest.
     """
 
@@ -71,7 +71,7 @@ class TaskRecord:
 
     @property
     def expires_at(self) -> float:
-        """When the record may be purged (``inf`` for an unlimited time to live)."""
+        """When the record may be purged (`inf` for an unlimited time to live)."""
         return math.inf if self.ttl is None else self.created_at + self.ttl
 
     def evolve(self, at: float, **changes: Any) -> TaskRecord:
@@ -79,10 +79,10 @@ class TaskRecord:
         return attrs.evolve(self, updated_at=at, revision=self.revision + 1, **changes)
 
     def to_wire(self, *, detailed: bool) -> dict[str, Any]:
-        """The task as JSON: a ``CreateTaskResult`` (``detailed=False``: flat, ``resultType:
-        "task"``, no result, error or requests) or a ``tasks/get`` result (``detailed=True``:
-        ``resultType: "complete"`` with the status's extra field inlined). ``ttlMs`` is always
-        present (``null`` when unlimited); ``requestState`` never is."""
+        """The task as JSON: a `CreateTaskResult` (`detailed=False`: flat,
+        `resultType: "task"`, no result, error or requests) or a `tasks/get` result
+        (`detailed=True`: `resultType: "complete"` with the status's extra field inlined).
+        `ttlMs` is always present (`null` when unlimited); `requestState` never is."""
         wire: dict[str, Any] = {
             "resultType": "complete" if detailed else "task",
             "taskId": self.task_id,
@@ -113,18 +113,18 @@ def _iso(seconds: float) -> str:
 class TaskStore(Protocol):
     """Where task records are kept. Every method is async so a shared store can follow.
 
-    A store never returns a record past its ``expires_at``; it may purge such records at any
-    time. Writes for one task come from one process, in ``revision`` order. ``clock`` gives
+    A store never returns a record past its `expires_at`; it may purge such records at any
+    time. Writes for one task come from one process, in `revision` order. `clock` gives
     seconds since the epoch; records are stamped and expired by it.
     """
 
     clock: Callable[[], float]
 
     async def create(self, record: TaskRecord) -> None:
-        """Add a new task; :class:`TaskStoreFull` when no room can be made."""
+        """Add a new task; [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull] when no room can be made."""
 
     async def get(self, task_id: str) -> TaskRecord | None:
-        """The task's current record, or ``None`` when unknown or expired."""
+        """The task's current record, or `None` when unknown or expired."""
 
     async def put(self, record: TaskRecord) -> None:
         """Replace the task's record with this newer revision (ignored if it is gone)."""

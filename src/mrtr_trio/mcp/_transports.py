@@ -1,12 +1,14 @@
 """Serving a low-level MCP server under trio: stdio, and Streamable HTTP on hypercorn's trio
-worker.
+worker; running a server until Ctrl-C; and refusing to start one while `mrtr-trio serve` is
+importing the file that defines the app.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import trio
@@ -17,16 +19,60 @@ from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-__all__ = ["LOOPBACK_HOSTS", "asgi_app", "serve_http", "serve_stdio"]
+__all__ = [
+    "LOOPBACK_HOSTS",
+    "ServingDuringImport",
+    "asgi_app",
+    "check_may_serve",
+    "importing",
+    "run_until_interrupted",
+    "serve_http",
+    "serve_stdio",
+]
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+_importing: str | None = None
+
+
+class ServingDuringImport(RuntimeError):
+    """A server was started while `mrtr-trio serve` was importing the app's file."""
+
+
+@contextlib.contextmanager
+def importing(path: str) -> Iterator[None]:
+    """While *path* is imported, starting a server raises
+    `ServingDuringImport` instead of serving
+    (and hanging the import, or serving somewhere the command line did not ask for)."""
+    global _importing
+    previous, _importing = _importing, path
+    try:
+        yield
+    finally:
+        _importing = previous
+
+
+def check_may_serve(what: str) -> None:
+    """Raise `ServingDuringImport` if a file is
+    being imported by `mrtr-trio serve`; *what* names the call that tried to serve."""
+    if _importing is not None:
+        raise ServingDuringImport(f"{what} was called while importing {_importing}")
+
+
+def run_until_interrupted(serve: Callable[[], Awaitable[None]]) -> None:
+    """`trio.run(serve)` until it returns or Ctrl-C, which stops it quietly wherever in the
+    task tree the interrupt arrives."""
+    try:
+        trio.run(serve)
+    except* KeyboardInterrupt:
+        pass
 
 
 class _CancellableStdin:
     """Lines of fd 0, read in a thread trio may abandon on cancellation.
 
     The SDK's own stdin reader blocks cancellation until the next line arrives; this one lets
-    ``serve_stdio`` stop promptly when its caller is cancelled.
+    `serve_stdio` stop promptly when its caller is cancelled.
     """
 
     def __init__(self) -> None:
@@ -61,8 +107,8 @@ def asgi_app(
     json_response: bool,
     allowed_hosts: Sequence[str] | None,
 ) -> Starlette:
-    """A fresh Streamable HTTP ASGI app for *server*, accepting only loopback ``Host`` headers
-    unless *allowed_hosts* (``"host"`` or ``"host:port"``, ``*`` as a port wildcard) is given."""
+    """A fresh Streamable HTTP ASGI app for *server*, accepting only loopback `Host` headers
+    unless *allowed_hosts* (`"host"` or `"host:port"`, `*` as a port wildcard) is given."""
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
     patterns = [h if ":" in h.removeprefix("[").split("]")[-1] else f"{h}:*" for h in hosts]
     origins = [f"{scheme}://{p}" for p in patterns for scheme in ("http", "https")]

@@ -1,9 +1,9 @@
 """Conversions between mrtr_trio's values and the MCP SDK's wire types.
 
 Requests become SDK request models (2026 shape, or the negotiated legacy shape); SDK answers
-become client JSON for :func:`~mrtr_trio.parse_answer`; handler return values become
-``CallToolResult``, ``GetPromptResult`` and ``ReadResourceResult``; mrtr_trio errors become
-``MCPError`` with their JSON-RPC code and data.
+become client JSON for [parse_answer][mrtr_trio.parse_answer]; handler return values become
+`CallToolResult`, `GetPromptResult` and `ReadResourceResult`; mrtr_trio errors become
+`MCPError` with their JSON-RPC code and data.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _known_legacy(version: str) -> str:
 
 
 def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:
-    """The SDK ``InputRequiredResult`` for a modern round that needs the client."""
+    """The SDK `InputRequiredResult` for a modern round that needs the client."""
     return types.InputRequiredResult(
         input_requests={key: sdk_request(r) for key, r in outcome.input_requests.items()},
         request_state=outcome.request_state,
@@ -81,7 +81,7 @@ def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:
 
 
 #: Errors that are protocol errors in every method and era (DESIGN §3): JSON-RPC errors, never
-#: ``isError`` results.
+#: `isError` results.
 PROTOCOL_ERRORS = (InvalidRequestState, InvalidInputResponse, MissingCapability)
 
 
@@ -97,9 +97,9 @@ def mcp_error(error: MrtrError) -> MCPError:
 
 
 def tool_result(value: Any) -> types.CallToolResult:
-    """A tool's return value as a result: ``str`` → one text block, ``None`` → no content, a
-    ``dict`` → JSON text plus ``structuredContent``, a list of content blocks → that content,
-    an SDK ``CallToolResult`` → as is."""
+    """A tool's return value as a result: `str` → one text block, `None` → no content, a
+    `dict` → JSON text plus `structuredContent`, a list of content blocks → that content,
+    an SDK `CallToolResult` → as is."""
     if isinstance(value, types.CallToolResult):
         return value
     if value is None:
@@ -118,15 +118,15 @@ def tool_result(value: Any) -> types.CallToolResult:
 
 
 def error_result(message: str) -> types.CallToolResult:
-    """A tool execution error (``isError: true``) carrying *message*."""
+    """A tool execution error (`isError: true`) carrying *message*."""
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=message)], is_error=True
     )
 
 
 def prompt_result(value: Any, description: str | None) -> types.GetPromptResult:
-    """A prompt's return value as a result: ``str`` → one user text message, a list of
-    messages → as is, an SDK ``GetPromptResult`` → as is."""
+    """A prompt's return value as a result: `str` → one user text message, a list of
+    messages → as is, an SDK `GetPromptResult` → as is."""
     if isinstance(value, types.GetPromptResult):
         return value
     if isinstance(value, str):
@@ -143,8 +143,8 @@ def prompt_result(value: Any, description: str | None) -> types.GetPromptResult:
 
 
 def resource_result(value: Any, uri: str, mime_type: str | None) -> types.ReadResourceResult:
-    """A resource's return value as a result: ``str`` → text contents, ``bytes`` → a blob,
-    an SDK ``ReadResourceResult`` → as is."""
+    """A resource's return value as a result: `str` → text contents, `bytes` → a blob,
+    an SDK `ReadResourceResult` → as is."""
     if isinstance(value, types.ReadResourceResult):
         return value
     contents: types.TextResourceContents | types.BlobResourceContents

@@ -19,11 +19,13 @@ TEST_KEY = b"mrtr_trio.testing key: not a secret"
 
 
 class Runner:
-    """:func:`run_modern`, :func:`run_live`, :func:`assert_eras_agree` and
-    :func:`replay_recorded` bound to one :class:`~mrtr_trio.Runtime`.
+    """[run_modern][mrtr_trio.testing.run_modern], [run_live][mrtr_trio.testing.run_live],
+    [assert_eras_agree][mrtr_trio.testing.assert_eras_agree] and
+    [replay_recorded][mrtr_trio.testing.replay_recorded] bound to one [Runtime][mrtr_trio.Runtime].
 
-    *replay_check* is the default of the same argument of :meth:`run_modern` and
-    :meth:`assert_eras_agree` (on by default here: this is the strict runner).
+    *replay_check* is the default of the same argument of [run_modern][mrtr_trio.testing.run_modern]
+    and [assert_eras_agree][mrtr_trio.testing.assert_eras_agree] (on by default here: this is the
+    strict runner).
     """
 
     def __init__(self, runtime: Runtime, *, replay_check: bool = True) -> None:
@@ -43,7 +45,7 @@ class Runner:
         on_round: Callable[[int, Any], Awaitable[None] | None] | None = None,
         replay_check: bool | None = None,
     ) -> Any:
-        """:func:`~mrtr_trio.testing.run_modern` on this runner's runtime."""
+        """[run_modern][mrtr_trio.testing.run_modern] on this runner's runtime."""
         return await run_modern(
             handler,
             arguments,
@@ -62,7 +64,7 @@ class Runner:
         *,
         client_capabilities: Mapping[str, Any] | None = None,
     ) -> Any:
-        """:func:`~mrtr_trio.testing.run_live` on this runner's runtime."""
+        """[run_live][mrtr_trio.testing.run_live] on this runner's runtime."""
         return await run_live(
             handler,
             arguments,
@@ -80,7 +82,7 @@ class Runner:
         client_capabilities: Mapping[str, Any] | None = None,
         replay_check: bool | None = None,
     ) -> Any:
-        """:func:`~mrtr_trio.testing.assert_eras_agree` on this runner's runtime."""
+        """[assert_eras_agree][mrtr_trio.testing.assert_eras_agree] on this runner's runtime."""
         return await assert_eras_agree(
             handler,
             arguments,
@@ -93,5 +95,5 @@ class Runner:
     async def replay_recorded(
         self, handler: Callable[..., Any], recorded: Iterable[RecordedState]
     ) -> list[ReplayReport]:
-        """:func:`~mrtr_trio.testing.replay_recorded` with this runner's runtime's keys."""
+        """[replay_recorded][mrtr_trio.testing.replay_recorded] with this runner's keys."""
         return await replay_recorded(handler, recorded, runtime=self.runtime)

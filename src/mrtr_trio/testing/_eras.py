@@ -1,4 +1,4 @@
-"""One handler, two eras, one behaviour: :func:`assert_eras_agree`.
+"""One handler, two eras, one behaviour: [assert_eras_agree][mrtr_trio.testing.assert_eras_agree].
 
 The live driver is an optimisation of the replayed one (like Temporal's sticky cache or Durable
 Functions' extended sessions): a handler must ask the same things, round by round, and return the
@@ -58,29 +58,31 @@ async def assert_eras_agree(
     replay_check: bool = True,
     same_steps: bool = True,
 ) -> Any:
-    """Run the flow modern (strict replay, as :func:`run_modern` does) and live (as
-    :func:`run_live` does) with the same *answer*, compare them, and return the value.
+    """Run the flow modern (strict replay, as [run_modern][mrtr_trio.testing.run_modern] does) and
+    live (as [run_live][mrtr_trio.testing.run_live] does) with the same *answer*, compare them, and
+    return the value.
 
     Compared, in this order: the requests asked, round by round (each round's
-    ``{key: request.to_wire()}``; a modern round that only paused has no live counterpart and is
+    `{key: request.to_wire()}`; a modern round that only paused has no live counterpart and is
     skipped), then whether either era raised, then the values. The first difference raises an
-    ``AssertionError`` naming the round and the live and the modern request in wire form, or
+    `AssertionError` naming the round and the live and the modern request in wire form, or
     both values. When both eras raise the same type of exception, the live one is re-raised:
     the handler failed, but the eras agree.
 
     Step results are inputs from the outside world, like answers, so both eras get the same
-    ones: the modern run calls each ``step`` function (once per flow, as always) and the live
+    ones: the modern run calls each `step` function (once per flow, as always) and the live
     run is handed the value the modern run got for the same step, in order, instead of calling
-    it again (pass ``same_steps=False`` to call it in both). A step that reads the clock or
+    it again (pass `same_steps=False` to call it in both). A step that reads the clock or
     mints an id therefore does not make the eras differ, but a handler that reads the clock
-    outside ``step()`` does.
+    outside `step()` does.
 
-    *runtime* is used as it is for the live run; the modern run uses the same keys and knobs
-    with ``replay="strict"``. ``runtime=None`` makes one with a random key. With
-    ``replay_check=True`` (the default) every modern round's token is also replayed in a fresh
-    runtime (see :func:`run_modern`), which catches a handler that is not deterministic at the
-    round where it first diverges. *answer* is called once per request in each era; an answer
-    with a ``restart()`` method (an :class:`AnswerScript`) is restarted before each run.
+    *runtime* is used as it is for the live run; the modern run uses the same keys and knobs with
+    `replay="strict"`. `runtime=None` makes one with a random key. With `replay_check=True` (the
+    default) every modern round's token is also replayed in a fresh runtime (see
+    [run_modern][mrtr_trio.testing.run_modern]), which catches a handler that is not deterministic
+    at the round where it first diverges. *answer* is called once per request in each era; an answer
+    with a `restart()` method (an [AnswerScript][mrtr_trio.testing.AnswerScript]) is restarted
+    before each run.
     """
     runtime = runtime or fresh_runtime()
     strict = runtime if runtime.replay == "strict" else attrs.evolve(runtime, replay="strict")
@@ -142,8 +144,8 @@ async def assert_eras_agree(
 def _steps_through(
     handler: Callable[..., Any], values: list[Any], *, record: bool
 ) -> Callable[..., Any]:
-    """*handler*, its steps' values recorded into *values* (``record=True``) or taken from
-    them in order (``record=False``; a step beyond them runs for real). The step functions
+    """*handler*, its steps' values recorded into *values* (`record=True`) or taken from
+    them in order (`record=False`; a step beyond them runs for real). The step functions
     keep their names, so fingerprints and the handler's identity do not change."""
     taken = 0
 

@@ -1,10 +1,10 @@
-"""Replay a ``requestState`` up to its pending point, and no further.
+"""Replay a `requestState` up to its pending point, and no further.
 
-:func:`probe` is what the "replay after every round" check of
-:func:`~mrtr_trio.testing.run_modern` and the recorded-state replayer share. It retries the
+`probe` is what the "replay after every round" check of
+[run_modern][mrtr_trio.testing.run_modern] and the recorded-state replayer share. It retries the
 token with no answers, which replays the journal and re-derives the pending ask without running
 any new handler code: a retry with no answers stops at the pending ask, and a handler yielding a
-step before it diverges (strict replay) before the step runs. A token pending at a ``pause()``
+step before it diverges (strict replay) before the step runs. A token pending at a `pause()`
 is different: the retry passes the pause and runs on, so the handler is wrapped in a guard that
 stops it at its first yield past the pending point, before a step there could run.
 """
@@ -30,8 +30,8 @@ __all__ = ["Probe", "describe_yield", "map_yields", "probe", "wire_of"]
 class Probe:
     """What a token replays to.
 
-    ``requests`` is the pending ask (the keys still to answer); it is empty when the token is
-    pending at a pause, and then ``then`` says what the current code does once past it.
+    `requests` is the pending ask (the keys still to answer); it is empty when the token is
+    pending at a pause, and then `then` says what the current code does once past it.
     """
 
     requests: Mapping[str, Request]
@@ -48,7 +48,7 @@ class _ReachedNewCode(Exception):
 def map_yields(
     handler: Callable[..., Any], transform: Callable[[Context, Any], Any]
 ) -> Callable[..., Any]:
-    """*handler* with every value it yields passed through ``transform(ctx, yielded)`` (which
+    """*handler* with every value it yields passed through `transform(ctx, yielded)` (which
     may also raise). The wrapper keeps the handler's identity, so its tokens still verify."""
 
     async def mapped(ctx: Context, **arguments: Any) -> AsyncGenerator[Any, Any]:
@@ -69,7 +69,7 @@ def map_yields(
 
 
 def _stop_at_new_code(ctx: Context, yielded: Any) -> Any:
-    """Raise :class:`_ReachedNewCode` at the first yield made while not replaying."""
+    """Raise `_ReachedNewCode` at the first yield made while not replaying."""
     if not ctx.is_replaying:
         raise _ReachedNewCode(yielded)
     return yielded
@@ -86,10 +86,11 @@ async def probe(
 ) -> Probe:
     """Replay *request_state* with no answers and report where the flow stands.
 
-    Raises what :meth:`Runtime.advance` raises: :class:`~mrtr_trio.InvalidRequestState` when
-    the token does not verify, :class:`~mrtr_trio.NondeterminismError` when the handler
-    diverges from the journal (with a strict runtime), or the handler's own errors. Return-style
-    handlers are not replayed: their token is verified and its stored requests read.
+    Raises what [Runtime.advance][mrtr_trio.Runtime.advance] raises:
+    [InvalidRequestState][mrtr_trio.InvalidRequestState] when the token does not verify,
+    [NondeterminismError][mrtr_trio.NondeterminismError] when the handler diverges from the journal
+    (with a strict runtime), or the handler's own errors. Return-style handlers are not replayed:
+    their token is verified and its stored requests read.
     """
     if not is_generator_handler(handler):
         info = runtime.inspect(handler, arguments, request_state, bind=bind)
@@ -114,7 +115,7 @@ async def probe(
 
 
 def wire_of(requests: Mapping[str, Request]) -> dict[str, Any]:
-    """``{key: request.to_wire()}``."""
+    """`{key: request.to_wire()}`."""
     return {key: request.to_wire() for key, request in requests.items()}
 
 

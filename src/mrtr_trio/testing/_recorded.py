@@ -1,12 +1,13 @@
 """Will a deploy break the flows in flight? Replay recorded tokens against the current code.
 
-A modern flow's ``requestState`` journals the answers so far with a fingerprint of each request
-they answer. When the handler's code changes while flows are in flight, the next retry replays
-the journal against the new code; if the new code asks something else before the pending
-point, the flow diverges (``replay="strict"``) or asks again (``replay="reask"``).
-:func:`replay_recorded` runs that check offline, like Temporal's ``Replayer``: feed it tokens
-saved from a running server (:class:`RecordedState`) and the keys, and it reports, per token,
-whether the current code continues the flow cleanly or where it diverges.
+A modern flow's `requestState` journals the answers so far with a fingerprint of each request they
+answer. When the handler's code changes while flows are in flight, the next retry replays the
+journal against the new code; if the new code asks something else before the pending point, the flow
+diverges (`replay="strict"`) or asks again (`replay="reask"`).
+[replay_recorded][mrtr_trio.testing.replay_recorded] runs that check offline, like Temporal's
+`Replayer`: feed it tokens saved from a running server
+([RecordedState][mrtr_trio.testing.RecordedState]) and the keys, and it reports, per token, whether
+the current code continues the flow cleanly or where it diverges.
 """
 
 from __future__ import annotations
@@ -31,16 +32,16 @@ _NO_ROUND_LIMIT = 1 << 30
 
 @attrs.frozen
 class RecordedState:
-    """A ``requestState`` saved from a running server, with what it was minted for.
+    """A `requestState` saved from a running server, with what it was minted for.
 
     - *request_state*: the token exactly as the server returned it;
     - *arguments*: the handler's arguments on that call (as the handler received them);
-    - *bind*: the ``bind`` bytes the token was minted with (``b""`` for
-      :meth:`Runtime.advance <mrtr_trio.Runtime.advance>` called without one; the MCP host
+    - *bind*: the `bind` bytes the token was minted with (`b""` for
+      [Runtime.advance][mrtr_trio.Runtime.advance] called without one; the MCP host
       binds method, target, principal and audience);
     - *label*: free text for the report (a tool name, a capture date).
 
-    :meth:`to_json` and :meth:`from_json` give it a JSON form for saving to a file.
+    `to_json` and `from_json` give it a JSON form for saving to a file.
     """
 
     request_state: str
@@ -49,7 +50,7 @@ class RecordedState:
     label: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """``{"requestState", "arguments", "bind" (unpadded base64url), "label"}``."""
+        """`{"requestState", "arguments", "bind" (unpadded base64url), "label"}`."""
         bind = base64.urlsafe_b64encode(self.bind).rstrip(b"=").decode("ascii")
         return {
             "requestState": self.request_state,
@@ -60,7 +61,7 @@ class RecordedState:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> RecordedState:
-        """The record from :meth:`to_json`'s form (``bind`` and ``label`` may be missing)."""
+        """The record from `to_json`'s form (`bind` and `label` may be missing)."""
         bind = str(data.get("bind", ""))
         return cls(
             data["requestState"],
@@ -77,21 +78,21 @@ Status = Literal["continues", "diverged", "invalid", "failed"]
 class ReplayReport:
     """What replaying one recorded token against the current code showed.
 
-    ``status`` is one of:
+    `status` is one of:
 
-    - ``"continues"``: the current code replays the journal and reaches the same pending point;
-      ``current_request`` holds the pending ask (``{key: wire form}``, ``{}`` at a pause) and
-      ``detail`` what comes next;
-    - ``"diverged"``: the current code asks something else first; ``round`` (1-based round
-      trip) and ``yield_index`` say where, ``recorded_request`` what the journal holds (key,
-      kind and fingerprint: tokens keep no request text) and ``current_request`` what the code
-      does now (``{key: wire form}``, ``{"step": name}``, ``{"pause": None}``, or ``None``
+    - `"continues"`: the current code replays the journal and reaches the same pending point;
+      `current_request` holds the pending ask (`{key: wire form}`, `{}` at a pause) and
+      `detail` what comes next;
+    - `"diverged"`: the current code asks something else first; `round` (1-based round
+      trip) and `yield_index` say where, `recorded_request` what the journal holds (key,
+      kind and fingerprint: tokens keep no request text) and `current_request` what the code
+      does now (`{key: wire form}`, `{"step": name}`, `{"pause": None}`, or `None`
       when it finishes instead);
-    - ``"invalid"``: the token does not verify (wrong keys, or the handler's name, the
-      arguments or the bind bytes differ from the ones it was minted for); ``detail`` says why;
-    - ``"failed"``: the handler raised while replaying; ``detail`` names the exception.
+    - `"invalid"`: the token does not verify (wrong keys, or the handler's name, the
+      arguments or the bind bytes differ from the ones it was minted for); `detail` says why;
+    - `"failed"`: the handler raised while replaying; `detail` names the exception.
 
-    ``index`` is the token's position in the input. ``str(report)`` is a one-line account.
+    `index` is the token's position in the input. `str(report)` is a one-line account.
     """
 
     index: int
@@ -138,9 +139,9 @@ async def replay_recorded(
     Pass the server's signing keys as *keys*, or its *runtime*. Expiry is not checked (tokens
     saved last week still replay), replay is strict, and the round limit is lifted. Each
     token is retried with no answers, which replays its journal and stops at its pending ask:
-    no step runs, and a token pending at a ``pause()`` is stopped at the first yield past it.
+    no step runs, and a token pending at a `pause()` is stopped at the first yield past it.
     The handler's code does run (up to that point), so keep it free of side effects outside
-    ``step()``, as replay requires anyway.
+    `step()`, as replay requires anyway.
     """
     if (keys is None) == (runtime is None):
         raise TypeError("replay_recorded() needs the server's keys=[...] or its runtime=...")
@@ -187,7 +188,7 @@ async def _replay_one(
 
 
 def assert_all_continue(reports: Iterable[ReplayReport]) -> None:
-    """Raise ``AssertionError`` listing every report that does not continue cleanly."""
+    """Raise `AssertionError` listing every report that does not continue cleanly."""
     reports = list(reports)
     broken = [report for report in reports if not report.ok]
     if broken:

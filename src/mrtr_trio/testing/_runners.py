@@ -1,11 +1,11 @@
-"""Drive a handler the way real clients do, in either era, with a scripted ``answer``.
+"""Drive a handler the way real clients do, in either era, with a scripted `answer`.
 
-:func:`run_modern` behaves like a 2026-07-28 client (the official SDKs' input-required loop):
-a new call per round, only this round's answers, the ``requestState`` echoed byte for byte,
-at most 10 retries; with ``replay_check=True`` it also replays every token in a fresh
-:class:`~mrtr_trio.Runtime` and checks that the same requests come back. :func:`run_live` runs
-the same flow live, as a legacy session would. Both send answers as JSON, as a client on the
-wire does.
+[run_modern][mrtr_trio.testing.run_modern] behaves like a 2026-07-28 client (the official SDKs'
+input-required loop): a new call per round, only this round's answers, the `requestState` echoed
+byte for byte, at most 10 retries; with `replay_check=True` it also replays every token in a fresh
+[Runtime][mrtr_trio.Runtime] and checks that the same requests come back.
+[run_live][mrtr_trio.testing.run_live] runs the same flow live, as a legacy session would. Both send
+answers as JSON, as a client on the wire does.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ __all__ = [
     "wire_text",
 ]
 
-#: ``answer(key, request)``: sync or async, returns the answer object (or its JSON).
+#: `answer(key, request)`: sync or async, returns the answer object (or its JSON).
 AnswerFunction: TypeAlias = Callable[[str, Request], Any]
 
 #: The official clients stop after this many retries (DEFAULT_INPUT_REQUIRED_MAX_ROUNDS).
@@ -44,14 +44,14 @@ CLIENT_MAX_ROUNDS = 10
 
 
 class ReplayCheckError(AssertionError):
-    """``run_modern(..., replay_check=True)`` found a token that does not replay to the
+    """`run_modern(..., replay_check=True)` found a token that does not replay to the
     requests it was minted with.
 
-    ``round`` is the 1-based round of the flow, ``expected`` the requests that round asked
-    (``{key: wire form}``, empty for a pause), ``current`` what replaying its token in a fresh
-    runtime gave instead (``{key: wire form}``, or what the handler did instead of asking, as
-    :attr:`NondeterminismError.current <mrtr_trio.NondeterminismError>` reports it, or
-    ``None`` when the token did not verify).
+    `round` is the 1-based round of the flow, `expected` the requests that round asked
+    (`{key: wire form}`, empty for a pause), `current` what replaying its token in a fresh
+    runtime gave instead (`{key: wire form}`, or what the handler did instead of asking, as
+    [NondeterminismError.current][mrtr_trio.NondeterminismError] reports it, or
+    `None` when the token did not verify).
     """
 
     def __init__(self, round: int, expected: Any, current: Any, detail: str) -> None:
@@ -66,8 +66,8 @@ class ReplayCheckError(AssertionError):
 
 
 def wire_text(value: Any) -> str:
-    """*value* (JSON-like) as compact JSON with sorted keys, for messages; ``{}`` reads as
-    "nothing (a pause)" and ``None`` as "nothing"."""
+    """*value* (JSON-like) as compact JSON with sorted keys, for messages; `{}` reads as
+    "nothing (a pause)" and `None` as "nothing"."""
     if value is None:
         return "nothing"
     if value == {}:
@@ -102,19 +102,19 @@ async def run_modern(
 ) -> Any:
     """Run *handler* to completion as a 2026-07-28 client would, and return its value.
 
-    Each round is a new ``advance`` call carrying only the previous round's answers and the
-    ``requestState`` exactly as received. Raises :class:`~mrtr_trio.RoundLimitExceeded` when
-    the flow still needs input after the client's 10 retries. With ``runtime=None`` a runtime
-    with a random key and ``replay="strict"`` is used. *on_round(n, outcome)* (optional) sees
-    each round's outcome (``n`` counts from 0). An *answer* with a ``restart()`` method (an
-    :class:`AnswerScript`) is restarted first.
+    Each round is a new `advance` call carrying only the previous round's answers and the
+    `requestState` exactly as received. Raises [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded]
+    when the flow still needs input after the client's 10 retries. With `runtime=None` a runtime
+    with a random key and `replay="strict"` is used. *on_round(n, outcome)* (optional) sees each
+    round's outcome (`n` counts from 0). An *answer* with a `restart()` method (an
+    [AnswerScript][mrtr_trio.testing.AnswerScript]) is restarted first.
 
-    With ``replay_check=True``, after every round that needs input the token is replayed at
-    once in a fresh runtime with the same keys (and strict replay), with no answers: it must
-    verify and re-derive the same requests (same keys, same wire forms), or reach the same
-    pause. Any difference raises :class:`ReplayCheckError` (an ``AssertionError``) naming the
-    round and both requests: proof that nothing the next round needs lives in process memory,
-    and an early catch for handlers that are not deterministic.
+    With `replay_check=True`, after every round that needs input the token is replayed at once in a
+    fresh runtime with the same keys (and strict replay), with no answers: it must verify and
+    re-derive the same requests (same keys, same wire forms), or reach the same pause. Any
+    difference raises [ReplayCheckError][mrtr_trio.testing.ReplayCheckError] (an `AssertionError`)
+    naming the round and both requests: proof that nothing the next round needs lives in process
+    memory, and an early catch for handlers that are not deterministic.
     """
     runtime = runtime or fresh_runtime()
     restart_answer(answer)
@@ -156,7 +156,8 @@ async def check_replay(
     round: int,
     client_capabilities: Mapping[str, Any] | None,
 ) -> None:
-    """Replay *outcome*'s token in a fresh runtime and compare (see :func:`run_modern`)."""
+    """Replay *outcome*'s token in a fresh runtime and compare (see
+    [run_modern][mrtr_trio.testing.run_modern])."""
     expected = wire_of(outcome.input_requests)
     if outcome.request_state is None:
         raise ReplayCheckError(round, expected, None, "The round carried no requestState.")
@@ -197,7 +198,8 @@ async def run_live(
 ) -> Any:
     """Run *handler* live, as on a legacy session, answering with *answer*; return its value.
 
-    An *answer* with a ``restart()`` method (an :class:`AnswerScript`) is restarted first.
+    An *answer* with a `restart()` method (an [AnswerScript][mrtr_trio.testing.AnswerScript]) is
+    restarted first.
     """
     runtime = runtime or fresh_runtime()
     restart_answer(answer)

@@ -1,16 +1,19 @@
 """Hypothesis strategies for property-testing mrtr_trio handlers, and the runtime itself.
 
-- :func:`answers_for`: valid answers to one request (accepted form content satisfies the
-  requested schema; decline and cancel; URL-mode accepts; sampling results; file roots);
-- :func:`form_content` and :func:`schemas`: content for a restricted elicitation schema, and
+- [answers_for][mrtr_trio.testing.strategies.answers_for]: valid answers to one request (accepted
+  form content satisfies the requested schema; decline and cancel; URL-mode accepts; sampling
+  results; file roots);
+- [form_content][mrtr_trio.testing.strategies.form_content] and
+  [schemas][mrtr_trio.testing.strategies.schemas]: content for a restricted elicitation schema, and
   such schemas;
-- :func:`answer_functions`: ``answer(key, request)`` functions drawing from
-  :func:`answers_for`, the same answers in both eras (see :class:`AnswerScript`);
-- :func:`flows`: random yield-style handler programs, with arguments and an answer function,
-  to property-test the runtime (``assert_eras_agree`` over ``flows()``).
+- [answer_functions][mrtr_trio.testing.strategies.answer_functions]: `answer(key, request)`
+  functions drawing from [answers_for][mrtr_trio.testing.strategies.answers_for], the same answers
+  in both eras (see [AnswerScript][mrtr_trio.testing.AnswerScript]);
+- [flows][mrtr_trio.testing.strategies.flows]: random yield-style handler programs, with arguments
+  and an answer function, to property-test the runtime (`assert_eras_agree` over `flows()`).
 
-This module needs hypothesis (``pip install mrtr_trio[test]``); :mod:`mrtr_trio.testing` itself
-does not. Import it as ``from mrtr_trio.testing import strategies``.
+This module needs hypothesis (`pip install mrtr_trio[test]`); [mrtr_trio.testing][] itself
+does not. Import it as `from mrtr_trio.testing import strategies`.
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ __all__ = [
     "schemas",
 ]
 
-#: The elicitation actions :func:`answers_for` draws from by default.
+#: The elicitation actions [answers_for][mrtr_trio.testing.strategies.answers_for] draws from by
+#: default.
 ACTIONS: tuple[str, ...] = ("accept", "decline", "cancel")
 
 # The range CBOR carries without tags (major types 0 and 1).
@@ -71,7 +75,7 @@ _WORD = string.ascii_letters + string.digits
 
 class UnsatisfiableSchema(ValueError):
     """No content can satisfy a required property of the schema (for example
-    ``minLength`` > ``maxLength``, or a ``date`` with ``maxLength`` 5)."""
+    `minLength` > `maxLength`, or a `date` with `maxLength` 5)."""
 
 
 # ------------------------------------------------------------------------------- answers
@@ -82,14 +86,15 @@ def answers_for(
 ) -> st.SearchStrategy[Answer]:
     """Valid answers to *request*: answer objects the runtime accepts without asking again.
 
-    - form-mode elicitation: ``accept`` with content drawn by :func:`form_content` (it
-      satisfies the requested schema), ``decline`` and ``cancel``;
-    - URL-mode elicitation: ``accept`` (no content), ``decline`` and ``cancel``;
-    - sampling: :class:`~mrtr_trio.CreateMessageResult` with one or more text blocks;
-    - roots: :class:`~mrtr_trio.ListRootsResult` with zero to three ``file://`` roots.
+    - form-mode elicitation: `accept` with content drawn by
+      [form_content][mrtr_trio.testing.strategies.form_content] (it satisfies the requested schema),
+      `decline` and `cancel`;
+    - URL-mode elicitation: `accept` (no content), `decline` and `cancel`;
+    - sampling: [CreateMessageResult][mrtr_trio.CreateMessageResult] with one or more text blocks;
+    - roots: [ListRootsResult][mrtr_trio.ListRootsResult] with zero to three `file://` roots.
 
-    *actions* limits the elicitation actions (e.g. ``actions=["accept"]``). When the schema
-    cannot be satisfied, ``accept`` is left out; if nothing is left, ``ValueError``.
+    *actions* limits the elicitation actions (e.g. `actions=["accept"]`). When the schema
+    cannot be satisfied, `accept` is left out; if nothing is left, `ValueError`.
     """
     if isinstance(request, ElicitRequest):
         unknown = set(actions) - set(ACTIONS)
@@ -139,12 +144,12 @@ _roots_results: st.SearchStrategy[Answer] = st.lists(
 
 def form_content(schema: Mapping[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
     """Accepted content for the restricted elicitation *schema*: every required property and
-    some of the optional ones, each within its type, enum or ``oneOf``/``anyOf`` choices,
+    some of the optional ones, each within its type, enum or `oneOf`/`anyOf` choices,
     length, format, numeric and item-count bounds.
 
-    Raises :class:`UnsatisfiableSchema` when a required property cannot be satisfied (an
-    optional one that cannot is left out), and ``ValueError``/``TypeError`` when *schema* is
-    not a valid elicitation schema.
+    Raises [UnsatisfiableSchema][mrtr_trio.testing.strategies.UnsatisfiableSchema] when a required
+    property cannot be satisfied (an optional one that cannot is left out), and
+    `ValueError`/`TypeError` when *schema* is not a valid elicitation schema.
     """
     check_schema(schema)
     properties: Mapping[str, Any] = schema.get("properties", {})
@@ -194,7 +199,7 @@ def _numbers(prop: Mapping[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def _integer_bounds(low: float | None, high: float | None) -> tuple[int | None, int | None]:
-    """The integer range inside ``[low, high]`` (``None``: unbounded; JSON integers have no
+    """The integer range inside `[low, high]` (`None`: unbounded; JSON integers have no
     size limit, and tokens carry big ones)."""
     return (
         None if low is None else math.ceil(low),
@@ -236,11 +241,12 @@ def _strings(prop: Mapping[str, Any]) -> st.SearchStrategy[str]:
         return _exactly(low, high, {10: st.dates().map(datetime.date.isoformat)})
     if fmt == "date-time":
         return _exactly(low, high, _DATE_TIMES)
-    # email and uri: any length from 3 up.
+    # email: 3 to 254 characters; uri: any length from 3 up.
     low = max(low, 3)
-    if high is not None and high < low:
-        raise UnsatisfiableSchema(f"no {fmt} is at most {high} characters")
     top = low + 20 if high is None else high
+    top = min(top, 254) if fmt == "email" else top
+    if top < low:
+        raise UnsatisfiableSchema(f"no {fmt} is {low} to {high} characters long")
     return _emails(low, top) if fmt == "email" else _uris(low, top)
 
 
@@ -261,27 +267,48 @@ def _exactly(
     return st.one_of(fitting)
 
 
-_zones = st.sampled_from(
-    [datetime.UTC, datetime.timezone(-datetime.timedelta(hours=5, minutes=30))]
+_offsets = st.sampled_from(
+    [
+        datetime.timezone(datetime.timedelta(hours=hours, minutes=minutes))
+        for hours, minutes in ((-5, -30), (1, 0), (14, 0))
+    ]
 )
-_naive = st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31))
+_instants = st.datetimes(datetime.datetime(1, 1, 1), datetime.datetime(9999, 12, 31))
+
+
+def _rfc3339(moment: datetime.datetime, zone: datetime.tzinfo, timespec: str) -> str:
+    """An RFC 3339 date-time: the offset is always written, UTC as `Z`."""
+    text = moment.replace(tzinfo=zone).isoformat(timespec=timespec)
+    return text.removesuffix("+00:00") + "Z" if zone is datetime.UTC else text
+
+
+# RFC 3339 date-times by length: whole seconds or microseconds, in UTC (Z) or at an offset.
 _DATE_TIMES: Mapping[int, st.SearchStrategy[str]] = {
-    19: _naive.map(lambda d: d.isoformat(timespec="seconds")),
-    26: _naive.map(lambda d: d.isoformat(timespec="microseconds")),
-    25: st.builds(lambda d, z: d.replace(tzinfo=z).isoformat(timespec="seconds"), _naive, _zones),
-    32: st.builds(
-        lambda d, z: d.replace(tzinfo=z).isoformat(timespec="microseconds"), _naive, _zones
-    ),
+    length: st.builds(_rfc3339, _instants, st.just(zone) if zone else _offsets, st.just(spec))
+    for length, zone, spec in (
+        (20, datetime.UTC, "seconds"),
+        (27, datetime.UTC, "microseconds"),
+        (25, None, "seconds"),
+        (32, None, "microseconds"),
+    )
 }
 
 
 @st.composite
 def _emails(draw: st.DrawFn, low: int, high: int) -> str:
+    """RFC 5321 mailboxes of a length in [low, high]: a dot-free atom, `@`, and a domain of
+    LDH labels of at most 63 characters."""
     length = draw(st.integers(low, high))
-    local = draw(st.integers(1, length - 2))  # local@domain
-    head = draw(st.text(_WORD + "._+-", min_size=local, max_size=local))
-    tail = draw(st.text(_WORD + ".-", min_size=length - 1 - local, max_size=length - 1 - local))
-    return f"{head}@{tail}"
+    local = draw(st.integers(1, min(64, length - 2)))
+    head = draw(st.text(_WORD + "+_-", min_size=local, max_size=local))
+    labels, rest = [], length - 1 - local
+    while rest > 63:
+        size = 63 if rest > 64 else 62  # leave at least one character after the dot
+        labels.append(size)
+        rest -= size + 1
+    labels.append(rest)
+    domain = ".".join(draw(st.text(_WORD, min_size=n, max_size=n)) for n in labels)
+    return f"{head}@{domain}"
 
 
 @st.composite
@@ -391,9 +418,9 @@ def _schemas(draw: st.DrawFn, max_properties: int = 4) -> dict[str, Any]:
 
 
 def schemas() -> st.SearchStrategy[dict[str, Any]]:
-    """Restricted elicitation schemas (``check_schema`` accepts them) that can be satisfied:
+    """Restricted elicitation schemas (`check_schema` accepts them) that can be satisfied:
     one to four properties of every kind MCP allows (booleans; strings with lengths, formats,
-    ``enum`` or ``oneOf``; integers and numbers with bounds; multi-select arrays), some of them
+    `enum` or `oneOf`; integers and numbers with bounds; multi-select arrays), some of them
     required."""
     return _schemas()
 
@@ -402,14 +429,15 @@ def schemas() -> st.SearchStrategy[dict[str, Any]]:
 
 
 def answer_functions(*, actions: Collection[str] = ACTIONS) -> st.SearchStrategy[AnswerScript]:
-    """``answer(key, request)`` functions (:class:`AnswerScript`) that draw each answer from
-    :func:`answers_for` the first time a ``(key, request, occurrence)`` is met.
+    """`answer(key, request)` functions ([AnswerScript][mrtr_trio.testing.AnswerScript]) that draw
+    each answer from [answers_for][mrtr_trio.testing.strategies.answers_for] the first time a
+    `(key, request, occurrence)` is met.
 
-    The answers are drawn while the test runs (like ``st.data()``), so they shrink with the
+    The answers are drawn while the test runs (like `st.data()`), so they shrink with the
     example and show up in its report. The same function gives both eras the same answers, in
-    whatever order they ask (``assert_eras_agree`` restarts it between runs). Drawing during a
+    whatever order they ask (`assert_eras_agree` restarts it between runs). Drawing during a
     live run happens in the order trio runs a batch's tasks, which pytest-trio makes
-    deterministic under hypothesis; ``assert_eras_agree`` runs the modern era first, so the
+    deterministic under hypothesis; `assert_eras_agree` runs the modern era first, so the
     live run only meets answers already drawn.
     """
     return _answer_scripts(tuple(actions))
@@ -510,11 +538,12 @@ class _Done:
 
 
 class Ledger:
-    """What the runs of one :class:`Program` did, for accounting properties.
+    """What the runs of one [Program][mrtr_trio.testing.strategies.Program] did, for accounting
+    properties.
 
-    ``started`` and ``closed`` count handler invocations and their ``finally`` blocks (equal
-    after every run: the runtime always closes its generators); ``step_calls`` counts calls of
-    the program's step function; ``last_trail`` is the trail of the last invocation to close
+    `started` and `closed` count handler invocations and their `finally` blocks (equal
+    after every run: the runtime always closes its generators); `step_calls` counts calls of
+    the program's step function; `last_trail` is the trail of the last invocation to close
     (for a completed run, the whole flow's events).
     """
 
@@ -535,11 +564,11 @@ class Ledger:
 
 @attrs.frozen(repr=False)
 class Program:
-    """A random yield-style handler: :meth:`run` is the handler.
+    """A random yield-style handler: `run` is the handler.
 
     The flow's value is its trail (a list of what happened: each ask's node and answers in wire
-    form, each step's value, each pause) when the program ends with ``done``, and ``None`` when
-    it falls off its end. ``str(program)`` shows it as pseudo-code.
+    form, each step's value, each pause) when the program ends with `done`, and `None` when
+    it falls off its end. `str(program)` shows it as pseudo-code.
     """
 
     body: tuple[Any, ...]
@@ -750,10 +779,11 @@ def _programs(draw: st.DrawFn, max_rounds: int, max_depth: int) -> Program:
 
 
 def programs(*, max_rounds: int = 8, max_depth: int = 2) -> st.SearchStrategy[Program]:
-    """Random :class:`Program` values (their ``run`` method is a yield-style handler).
+    """Random [Program][mrtr_trio.testing.strategies.Program] values (their `run` method is a
+    yield-style handler).
 
     No path through a program makes more than *max_rounds* round trips (asks and pauses), so
-    it fits a runtime's ``max_rounds`` and the client's 10 retries. *max_depth* bounds the
+    it fits a runtime's `max_rounds` and the client's 10 retries. *max_depth* bounds the
     nesting of branches and loops.
     """
     if max_rounds < 0 or max_depth < 0:
@@ -774,19 +804,22 @@ def _flows(draw: st.DrawFn, max_rounds: int, max_depth: int, actions: tuple[str,
 def flows(
     *, max_rounds: int = 8, max_depth: int = 2, actions: Collection[str] = ACTIONS
 ) -> st.SearchStrategy[FlowCase]:
-    """``(handler, arguments, answer)``: a random yield-style handler program (single asks
-    of every kind, batches, steps, pauses, bounded loops, branches on the answers, an early
-    ``done``), its arguments, and an answer function from :func:`answer_functions`.
+    """`(handler, arguments, answer)`: a random yield-style handler program (single asks
+    of every kind, batches, steps, pauses, bounded loops, branches on the answers, an early `done`),
+    its arguments, and an answer function from
+    [answer_functions][mrtr_trio.testing.strategies.answer_functions].
 
-    The handler is a :class:`Program`'s bound ``run`` method; :func:`program_of` gives the
-    program back, with its :class:`Ledger`. See :func:`programs` for *max_rounds* and
-    *max_depth*.
+    The handler is a [Program][mrtr_trio.testing.strategies.Program]'s bound `run` method;
+    [program_of][mrtr_trio.testing.strategies.program_of] gives the program back, with its
+    [Ledger][mrtr_trio.testing.strategies.Ledger]. See
+    [programs][mrtr_trio.testing.strategies.programs] for *max_rounds* and *max_depth*.
     """
     return _flows(max_rounds, max_depth, tuple(actions))
 
 
 def program_of(handler: Callable[..., Any]) -> Program:
-    """The :class:`Program` behind a handler drawn by :func:`flows`."""
+    """The [Program][mrtr_trio.testing.strategies.Program] behind a handler drawn by
+    [flows][mrtr_trio.testing.strategies.flows]."""
     program = getattr(handler, "__self__", None)
     if not isinstance(program, Program):
         raise TypeError(f"{handler!r} was not drawn by flows()")

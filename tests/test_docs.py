@@ -1,0 +1,233 @@
+"""Docs that cannot rot: every Python block in README.md and docs/*.md runs here.
+
+How a page's blocks run (the pages are written to this convention):
+
+- A fenced block whose first line is `# name.ext` (in any language) is a file: it is written
+  to the page's own temporary directory under that name, as a reader would save it; a block
+  whose first line is `# name.ext (continued)` is appended to that file.
+- Every other ```python block is a script. The page's scripts and its Python files (except
+  `test_*.py`) run in page order in one fresh interpreter, with the directory as the working
+  directory and on `sys.path`: a file is imported (so code under `if __name__ == "__main__":`
+  does not run), and the scripts share one namespace and run as `__main__`, the way a reader
+  pastes them one after another.
+- `test_*.py` files are then run by pytest in that directory, with the page's own
+  `pyproject.toml` if it has one, and every test function in them must pass.
+- A block that talks to `http://127.0.0.1:8000/mcp` gets a real server there: the test serves
+  the page's `server.py` with `mrtr-trio serve server.py --http 127.0.0.1:0` and puts the real
+  URL into the blocks, then stops the server.
+
+Every page runs with `MRTR_TRIO_KEYS` set and the console scripts on `PATH`, as the README tells
+a reader to set things up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from mrtr_trio._keys import generate_key
+
+from .server.clients import CALLBACKS, text_of
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOCUMENTED_URL = "http://127.0.0.1:8000/mcp"
+FENCE = re.compile(r"^```([\w+-]*)[^\n]*\n(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
+FILE_NAME = re.compile(r"#\s*([\w.-]+\.(?:py|toml|ini|cfg|txt|json))(\s*\(continued\))?\s*$")
+
+
+@attrs.frozen
+class Block:
+    language: str
+    code: str
+    line: int  # the line of the page the code starts on
+    file: str | None  # the name it is saved under, for a file block
+    continued: bool = False  # appended to the file of an earlier block
+
+    @property
+    def is_python(self) -> bool:
+        return self.language in ("python", "py")
+
+
+def blocks_of(page: Path) -> list[Block]:
+    text = page.read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        language, code = match.group(1), match.group(2)
+        line = text.count("\n", 0, match.start(2)) + 1
+        named = FILE_NAME.fullmatch(code.split("\n", 1)[0].strip())
+        file = named.group(1) if named else None
+        found.append(Block(language, code, line, file, bool(named and named.group(2))))
+    return found
+
+
+# The interpreter that runs a page: its files and scripts in order, scripts in one namespace.
+RUNNER = """
+import importlib, json, sys
+sys.path.insert(0, ".")
+namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+for step in json.loads(sys.argv[1]):
+    if step["file"]:
+        importlib.import_module(step["file"].removesuffix(".py"))
+    else:
+        code = "\\n" * (step["line"] - 1) + step["code"]
+        exec(compile(code, step["where"], "exec"), namespace)
+"""
+
+
+def page_id(page: Path) -> str:
+    return str(page.relative_to(ROOT))
+
+
+def test_every_page_with_python_is_covered() -> None:
+    with_python = [page_id(p) for p in PAGES if any(b.is_python for b in blocks_of(p))]
+    assert {"README.md", "docs/guide.md", "docs/mcp.md", "docs/testing.md"} <= set(with_python)
+    assert all(b.language for p in PAGES for b in blocks_of(p)), "every block names its language"
+
+
+@pytest.mark.parametrize(
+    "page", [p for p in PAGES if any(b.is_python for b in blocks_of(p))], ids=page_id
+)
+def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
+    blocks = blocks_of(page)
+    env = {
+        **os.environ,
+        "MRTR_TRIO_KEYS": generate_key(),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    write_files(blocks, tmp_path, url=None)
+    needs_server = any(DOCUMENTED_URL in b.code for b in blocks if b.is_python)
+    with serving(tmp_path, env) if needs_server else _nothing() as url:
+        write_files(blocks, tmp_path, url)
+        steps = [
+            {
+                "file": block.file,
+                "code": _at(block.code, url),
+                "line": block.line,
+                "where": f"{page_id(page)}:{block.line}",
+            }
+            for block in blocks
+            if block.is_python and not block.continued and not is_test(block)
+        ]
+        run = python(["-c", RUNNER, json.dumps(steps)], tmp_path, env, timeout=120)
+        assert run.returncode == 0, f"{page_id(page)}:\n{run.stdout}\n{run.stderr}"
+        tests = [b for b in blocks if is_test(b)]
+        if tests:
+            expected = sum(len(re.findall(r"^(?:async )?def test_", b.code, re.M)) for b in tests)
+            pytest_args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"]
+            ran = python(pytest_args, tmp_path, env, timeout=300)
+            assert ran.returncode == 0, f"{page_id(page)} tests:\n{ran.stdout}\n{ran.stderr}"
+            assert f"{expected} passed" in ran.stdout, ran.stdout
+
+
+def python(
+    args: list[str], cwd: Path, env: dict[str, str], *, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def is_test(block: Block) -> bool:
+    return (block.file or "").startswith("test_")
+
+
+def _at(code: str, url: str | None) -> str:
+    return code if url is None else code.replace(DOCUMENTED_URL, url)
+
+
+def write_files(blocks: list[Block], directory: Path, url: str | None) -> None:
+    """Save the page's file blocks, continued ones appended, with the served URL put in."""
+    files: dict[str, str] = {}
+    for block in blocks:
+        if block.file is not None:
+            code = _at(block.code, url)
+            files[block.file] = files[block.file] + "\n" + code if block.continued else code
+    for name, text in files.items():
+        (directory / name).write_text(text)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
+@contextmanager
+def serving(directory: Path, env: dict[str, str]) -> Iterator[str]:
+    """The page's server.py served over HTTP on a free loopback port; yields its URL."""
+    assert (directory / "server.py").is_file(), "a page that calls a server shows its server.py"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mrtr_trio._cli", "serve", "server.py", "--http", "127.0.0.1:0"],
+        cwd=directory,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stderr is not None
+        deadline = time.monotonic() + 30
+        line = ""
+        while time.monotonic() < deadline and " on http://" not in line:
+            line = server.stderr.readline()
+            if not line and server.poll() is not None:
+                raise AssertionError(f"server.py did not start: {server.stderr.read()}")
+        url = line.rsplit(" on ", 1)[-1].strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp"), line
+        yield url
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if server.stderr is not None:
+            server.stderr.close()
+
+
+def readme_server() -> str:
+    [server] = [b.code for b in blocks_of(ROOT / "README.md") if b.file == "server.py"]
+    return server
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_readme_server_serves_over_stdio_and_http(tmp_path: Path, mode: str) -> None:
+    """The README's server.py, saved as it is, served by `mrtr-trio serve` with MRTR_TRIO_KEYS
+    set: over stdio (the client starts it) and over HTTP (the test starts it)."""
+    (tmp_path / "server.py").write_text(readme_server())
+    key = generate_key()
+    expected = "Deployed api to prod: Paris"
+    stdio = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "mrtr_trio._cli", "serve", "server.py"],
+        cwd=tmp_path,
+        env={"MRTR_TRIO_KEYS": key},
+    )
+    errors = tmp_path / "stdio-stderr.txt"
+    with errors.open("w") as errlog, trio.fail_after(60):
+        async with Client(stdio_client(stdio, errlog=errlog), mode=mode, **CALLBACKS) as client:
+            result = await client.call_tool("deploy", {"service": "api", "env": "prod"})
+            assert text_of(result) == expected
+    assert "Warning" not in errors.read_text()  # the keys came from the environment
+    env = {**os.environ, "MRTR_TRIO_KEYS": key}
+    with serving(tmp_path, env) as url, trio.fail_after(60):
+        async with Client(url, mode=mode, **CALLBACKS) as client:
+            result = await client.call_tool("deploy", {"service": "api", "env": "prod"})
+            assert text_of(result) == expected
