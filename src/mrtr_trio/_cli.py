@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import sys
 from pathlib import Path
@@ -45,10 +46,49 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _serve_http(app: Any, host: str, port: int) -> None:
+async def _serve_http(app: Any, host: str, port: int, limits: dict[str, Any]) -> None:
     async with trio.open_nursery() as nursery:
-        url = await nursery.start(app.serve_http, host, port)
+        url = await nursery.start(functools.partial(app.serve_http, host, port, **limits))
         print(f"mrtr-trio: serving {app.name!r} on {url}", file=sys.stderr, flush=True)
+
+
+def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    from .mcp import _transports as t
+
+    limits = serve.add_argument_group("HTTP limits (see docs/reliability.md)")
+    limits.add_argument(
+        "--backlog", type=int, default=t.BACKLOG, help="listen queue (default %(default)s)"
+    )
+    limits.add_argument(
+        "--max-body-size",
+        type=int,
+        default=t.MAX_BODY_SIZE,
+        metavar="BYTES",
+        help="largest request body (default %(default)s)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=t.KEEP_ALIVE_TIMEOUT,
+        metavar="SECONDS",
+        help="idle connection lifetime (default %(default)s)",
+    )
+    limits.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        default=t.SESSION_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a legacy session idle this long (default %(default)s)",
+    )
+    limits.add_argument(
+        "--max-sessions",
+        type=int,
+        default=t.MAX_SESSIONS,
+        help="legacy sessions open at once (default %(default)s)",
+    )
+
+
+_LIMITS = ("backlog", "max_body_size", "keep_alive_timeout", "session_idle_timeout", "max_sessions")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -58,6 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     serve = commands.add_parser("serve", help="serve an App over stdio (default) or HTTP")
     serve.add_argument("target", help="path/to/file.py:app")
     serve.add_argument("--http", metavar="HOST:PORT", type=_host_port, help="serve HTTP here")
+    _add_http_limits(serve)
     commands.add_parser("demo", help="run an example App against the official client")
     args = parser.parse_args(argv)
 
@@ -71,7 +112,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.http is None:
             trio.run(app.serve_stdio)
         else:
-            trio.run(_serve_http, app, *args.http)
+            host, port = args.http
+            limits = {name: getattr(args, name) for name in _LIMITS}
+            trio.run(_serve_http, app, host, port, limits)
     except* KeyboardInterrupt:  # Ctrl-C: stop quietly, however deep in the task tree
         pass
 

@@ -142,3 +142,15 @@ async def report(ctx: Context, name: str):
     """A resource that asks before it answers."""
     ok = yield elicit(f"Share report {name}?", CONFIRM)
     yield done(f"report {name}: {'shared' if ok.accepted else 'withheld'}")
+
+
+@app.tool()
+async def marks_its_end(ctx: Context, path: str):
+    """Asks, and writes "closed" to *path* when its generator is closed (for subprocess
+    servers, whose finally blocks a test cannot see)."""
+    try:
+        answer = yield elicit("Name?", NAME)
+        yield done(f"hello {answer.content['name']}")
+    finally:
+        with open(path, "w") as marker:  # noqa: ASYNC230 - a tiny write in a finally block
+            marker.write("closed")
