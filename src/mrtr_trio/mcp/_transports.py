@@ -20,6 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
+from ._quirks import quiet_known_sdk_races
 from ._sessions import SessionGuard
 from ._wirewatch import AnswerWatch
 
@@ -141,6 +142,7 @@ def asgi_app(
     that drops its connection mid-call has the call cancelled at once
     ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]).
     """
+    quiet_known_sdk_races()
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
     patterns = [h if ":" in h.removeprefix("[").split("]")[-1] else f"{h}:*" for h in hosts]
     origins = [f"{scheme}://{p}" for p in patterns for scheme in ("http", "https")]
