@@ -52,27 +52,38 @@ def _guarded(
 ) -> Callable[..., Awaitable[None]]:
     @functools.wraps(test)
     async def guarded(**kwargs: Any) -> None:
-        expired = False
-        async with trio.open_nursery() as nursery:
-
-            async def watch() -> None:
-                nonlocal expired
-                finished = threading.Event()
-                try:
-                    expired = not await trio.to_thread.run_sync(
-                        finished.wait, limit, abandon_on_cancel=True
-                    )
-                finally:
-                    finished.set()
-                if expired:
-                    nursery.cancel_scope.cancel()
-
-            nursery.start_soon(watch)
-            try:
-                await test(**kwargs)
-            finally:
-                nursery.cancel_scope.cancel()
-        if expired:
-            pytest.fail(f"{name} was still running after {limit:g} s (per-test timeout)")
+        try:
+            await _race(test, kwargs, limit, name)
+        except BaseExceptionGroup as group:  # report the test's own failure, not a wrapper
+            if len(group.exceptions) == 1:
+                raise group.exceptions[0] from None
+            raise
 
     return guarded
+
+
+async def _race(
+    test: Callable[..., Awaitable[None]], kwargs: dict[str, Any], limit: float, name: str
+) -> None:
+    expired = False
+    async with trio.open_nursery() as nursery:
+
+        async def watch() -> None:
+            nonlocal expired
+            finished = threading.Event()
+            try:
+                expired = not await trio.to_thread.run_sync(
+                    finished.wait, limit, abandon_on_cancel=True
+                )
+            finally:
+                finished.set()
+            if expired:
+                nursery.cancel_scope.cancel()
+
+        nursery.start_soon(watch)
+        try:
+            await test(**kwargs)
+        finally:
+            nursery.cancel_scope.cancel()
+    if expired:
+        pytest.fail(f"{name} was still running after {limit:g} s (per-test timeout)")
