@@ -28,6 +28,15 @@ from .watchdog import guard_trio_tests
 pytest_plugins = ["pytester"]
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz",
+        choices=("short", "long"),
+        default="short",
+        help="hostile-token fuzz scale (tests/test_token_fuzz.py): short in the suite, long by hand",
+    )
+
+
 @pytest.hookimpl(trylast=True)  # after pytest-trio has marked the trio tests
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     guard_trio_tests(items)
