@@ -154,3 +154,17 @@ async def marks_its_end(ctx: Context, path: str):
     finally:
         with open(path, "w") as marker:  # noqa: ASYNC230 - a tiny write in a finally block
             marker.write("closed")
+
+
+@app.tool()
+async def echo_name(ctx: Context):
+    """Asks for a name and says it back."""
+    answer = yield elicit("Name?", NAME)
+    yield done(f"hello {answer.content['name']}" if answer.accepted else answer.action)
+
+
+@app.tool()
+async def echo_roots(ctx: Context):
+    """Asks for the client's roots and lists their URIs."""
+    answer = yield list_roots()
+    yield done(",".join(root.uri for root in answer.roots))
