@@ -44,6 +44,8 @@ from mrtr_trio import (
     pause,
     step,
 )
+from mrtr_trio._journal import qualified_name
+from mrtr_trio._token import _HEADER_BYTES, TAG_BYTES, binding_digest
 
 from .flows import CONFIRM
 
@@ -274,18 +276,14 @@ def garbage(rng: random.Random, lengths: tuple[int, ...]) -> Iterator[str]:
 def sign(real: Real, body: bytes) -> str:
     """*body* signed with the right key for *real*'s target: a token that verifies and must
     then fail as a cursor. (The one place that knows the signer; DESIGN §3's token layout.)"""
-    from mrtr_trio._flow import handler_name
-    from mrtr_trio._state import binding_digest
-
     target = real.target
     handler = HANDLERS[target.handler]
-    binding = binding_digest(handler_name(handler), target.arguments, target.bind)
+    binding = binding_digest(qualified_name(handler), target.arguments, target.bind)
     return _encode(target.runtime._codec.keyring.sign(body, binding))
 
 
 def body_of(real: Real) -> bytes:
-    raw = _decode(real.token)
-    return raw[7:-16]  # header (version, key id, hint) and tag; see docs/state.md
+    return _decode(real.token)[_HEADER_BYTES:-TAG_BYTES]  # see docs/state.md
 
 
 HOSTILE_VALUES: list[Any] = [
@@ -336,12 +334,14 @@ def signed_bodies(real: Real) -> Iterator[tuple[str, str]]:
                 mutated = list(fields)
                 mutated[4] = {**pending, key: value}
                 yield f"pending[{key}] = {value!r:.30}", sign(real, cbor2.dumps(mutated))
-    for entry_index, entry in enumerate(fields[3]):
+    journal = fields[3]
+    if isinstance(journal, bytes):  # the journal travels as its own CBOR byte string
         for value in HOSTILE_VALUES:
-            mutated = list(fields)
-            mutated[3] = [*fields[3][:entry_index], value, *fields[3][entry_index + 1 :]]
-            yield f"journal[{entry_index}] = {value!r:.30}", sign(real, cbor2.dumps(mutated))
-        del entry
+            mutated = [*fields[:3], cbor2.dumps(value), *fields[4:]]
+            yield f"journal = {value!r:.30}", sign(real, cbor2.dumps(mutated))
+        for cut in range(1, len(journal)):
+            mutated = [*fields[:3], journal[:cut], *fields[4:]]
+            yield f"journal cut at {cut}", sign(real, cbor2.dumps(mutated))
     for cut in range(1, len(body)):
         yield f"body cut at {cut}", sign(real, body[:cut])
     yield "trailing byte", sign(real, body + b"\x00")

@@ -139,7 +139,8 @@ async def test_junk_legacy_answers_never_complete_a_flow(
                 assert "'input-0'" in reply["error"]["message"]
             else:
                 assert reply.get("method") == request["method"], reply  # asked again
-                assert reply["params"] == request["params"]
+                assert reply["params"]["requestedSchema"] == request["params"]["requestedSchema"]
+                assert reply["params"]["message"].startswith(request["params"]["message"])
             # The connection dropped mid-round above (for "asked again"); the session serves on.
             done = await session.call_tool("counts", {"count": 1})
             assert done["result"]["content"][0]["text"] == "n=2"
