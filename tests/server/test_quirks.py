@@ -3,7 +3,7 @@
 Official clients post ``notifications/cancelled`` and then DELETE the session; the SDK's
 transport races the two and used to print two tracebacks (its own ClosedResourceError, then
 hypercorn's "http.response.start given the state ASGIHTTPState.CLOSED"). The race is the SDK's;
-mrtr_trio keeps it off stderr (mrtr_trio/mcp/_quirks.py). This test reproduces it: if the SDK's
+mrtr_trio keeps it off stderr (mrtr_trio/mcp/_sdk.py). This test reproduces it: if the SDK's
 wording changes, the tracebacks come back and this fails.
 """
 
@@ -39,4 +39,6 @@ async def test_cancelled_legacy_calls_print_no_tracebacks(
     assert not errors, [r.getMessage() for r in errors]
     # The race did happen (so the test shows something): the filter dropped it at least once.
     dropped = [r for r in caplog.records if "arrived as its legacy session ended" in r.getMessage()]
-    assert dropped, "the SDK race did not occur; if the SDK fixed it, retire mcp/_quirks.py"
+    assert dropped, (
+        "the SDK race did not occur; if the SDK fixed it, retire quiet_known_sdk_races in mcp/_sdk.py"
+    )

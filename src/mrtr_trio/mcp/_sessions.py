@@ -70,7 +70,7 @@ class SessionGuard:
         async def watched_send(message: Message) -> None:
             nonlocal finished
             if finished:
-                return  # e.g. the SDK's 500 after its 202 when the session ended (see _quirks)
+                return  # e.g. the SDK's 500 after its 202 when the session ended (see _sdk)
             if message["type"] == "http.response.body":
                 if request_id is not None:
                     self._saw(session, message.get("body", b""), stream)
@@ -82,7 +82,7 @@ class SessionGuard:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError):
             if not finished:
                 raise
-            # The session ended under a POST already answered: the SDK's known race (_quirks).
+            # The session ended under a POST already answered: the SDK's known race (_sdk).
         finally:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_TELL_TIMEOUT):
                 watch = self._watches.get(session)

@@ -20,7 +20,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
-from ._quirks import quiet_known_sdk_races
+from ._sdk import quiet_known_sdk_races
 from ._sessions import SessionGuard
 from ._wirewatch import AnswerWatch
 
