@@ -33,9 +33,9 @@ class Served:
 
 
 @contextmanager
-def http_server(key: bytes, port: int = 0, **env: str) -> Iterator[Served]:
-    """``mrtr-trio serve tests/server/apps.py:app --http 127.0.0.1:PORT`` with *key*; killed on
-    exit (if still running)."""
+def http_server(key: bytes, port: int = 0, *options: str, **env: str) -> Iterator[Served]:
+    """``mrtr-trio serve tests/server/apps.py:app --http 127.0.0.1:PORT [options]`` with *key*;
+    killed on exit (if still running)."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -45,6 +45,7 @@ def http_server(key: bytes, port: int = 0, **env: str) -> Iterator[Served]:
             f"{APP_FILE}:app",
             "--http",
             f"127.0.0.1:{port}",
+            *options,
         ],
         env={**os.environ, "MRTR_TEST_KEY": key.hex(), **env},
         stdin=subprocess.DEVNULL,

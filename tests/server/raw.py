@@ -12,6 +12,17 @@ import httpx2
 
 VERSION = "2025-11-25"
 CAPABILITIES = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
+#: The opening request of a legacy session.
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": VERSION,
+        "capabilities": CAPABILITIES,
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 
 
 class LegacySession:
@@ -75,21 +86,11 @@ async def _messages(response: httpx2.Response) -> AsyncIterator[dict[str, Any]]:
 async def legacy_session(url: str, **client: Any) -> AsyncIterator[LegacySession]:
     """An initialized legacy session (closed with DELETE at the end)."""
     async with httpx2.AsyncClient(timeout=30, **client) as http:
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": VERSION,
-                "capabilities": CAPABILITIES,
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        }
         headers = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
         }
-        response = await http.post(url, json=init, headers=headers)
+        response = await http.post(url, json=INITIALIZE, headers=headers)
         assert response.status_code == 200, f"{response.status_code}: {response.text}"
         session = LegacySession(http, url, response.headers["mcp-session-id"])
         await session.post({"jsonrpc": "2.0", "method": "notifications/initialized"})

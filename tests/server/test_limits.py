@@ -4,10 +4,9 @@ keep-alive timeout, on ``App.serve_http`` and on the command line."""
 from __future__ import annotations
 
 import errno
+import secrets
 import select
 import socket
-import subprocess
-import sys
 import time
 from functools import partial
 from pathlib import Path
@@ -19,6 +18,8 @@ import trio
 from mrtr_trio.mcp import _transports
 
 from . import apps
+from .processes import http_server
+from .raw import INITIALIZE
 from .test_transports import MODERN_HEADERS, MODERN_META
 
 APP_FILE = Path(apps.__file__).resolve()
@@ -111,57 +112,16 @@ def test_the_defaults_carry_a_thousand_simultaneous_flows() -> None:
 
 
 def test_the_command_line_passes_the_limits_to_the_server() -> None:
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mrtr_trio._cli",
-            "serve",
-            f"{APP_FILE}:app",
-            "--http",
-            "127.0.0.1:0",
-            "--backlog",
-            "50",
-            "--max-body-size",
-            "1000",
-            "--keep-alive-timeout",
-            "0.5",
-            "--session-idle-timeout",
-            "0.5",
-            "--max-sessions",
-            "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None
-        line = server.stderr.readline()
-        assert "serving 'interop' on http://127.0.0.1:" in line, line
-        url = line.rsplit(" ", 1)[1].strip()
-        oversized = httpx2.post(url, content=b"x" * 2000, headers=MODERN_HEADERS, timeout=10)
+    limits = ["--backlog", "50", "--max-body-size", "1000", "--keep-alive-timeout", "0.5",
+              "--session-idle-timeout", "0.5", "--max-sessions", "1"]  # fmt: skip
+    with http_server(secrets.token_bytes(32), 0, *limits) as served:
+        oversized = httpx2.post(served.url, content=b"x" * 2000, headers=MODERN_HEADERS, timeout=10)
         assert oversized.status_code == 413
-        initialize = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "c", "version": "0"},
-            },
-        }
         legacy = {
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
         }
-        first = httpx2.post(url, json=initialize, headers=legacy, timeout=10)
-        second = httpx2.post(url, json=initialize, headers=legacy, timeout=10)
+        first, second = (
+            httpx2.post(served.url, json=INITIALIZE, headers=legacy, timeout=10) for _ in range(2)
+        )
         assert (first.status_code, second.status_code) == (200, 503)  # --max-sessions 1
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        for stream in (server.stdout, server.stderr):
-            assert stream is not None
-            stream.close()

@@ -18,7 +18,7 @@ import pytest
 import trio
 
 from . import apps
-from .raw import legacy_session
+from .raw import INITIALIZE, legacy_session
 
 APP_FILE = Path(apps.__file__).resolve()
 
@@ -128,19 +128,7 @@ def _receive(server: subprocess.Popen[bytes], timeout: float = 15) -> Any:
 
 
 def _initialize(server: subprocess.Popen[bytes]) -> None:
-    _send(
-        server,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "raw", "version": "0"},
-            },
-        },
-    )
+    _send(server, INITIALIZE)
     assert _receive(server)["id"] == 1
     _send(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
 
