@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ app = App(
 
 
 @app.tool()
-async def confirm(ctx: Context, job: str):
+async def confirm(ctx: Context, job: str) -> AsyncGenerator[Any, Any]:
     """One question, then the answer."""
     answer = yield elicit(f"Run {job}?", CONFIRM)
     yield done(f"{job}: {answer.content['ok'] if answer.accepted else answer.action}")

@@ -3,14 +3,14 @@ key, behind a real nginx on loopback that sends each request to the next process
 rounds of every modern flow land on both processes, and every flow completes: any process
 holding the key continues any flow.
 
-nginx comes from the Debian packages (``.ci/run`` installs it); the test starts it with a
-temporary configuration and stops it.
+nginx comes from the Debian packages (``.ci/run`` installs it; without it the test skips
+locally and fails in CI, as ``tests/services.py`` says); the test starts it with a temporary
+configuration and stops it.
 """
 
 from __future__ import annotations
 
 import secrets
-import shutil
 import signal
 import socket
 import subprocess
@@ -23,6 +23,7 @@ import httpx2
 import trio
 from mcp import Client
 
+from ..services import free_port, need
 from .clients import CALLBACKS, fill, text_of
 from .processes import http_server
 from .test_transports import MODERN_HEADERS, MODERN_META
@@ -59,27 +60,15 @@ http {{
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def nginx_binary() -> str:
-    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin:/usr/local/sbin")
-    assert found, "nginx is not installed: apt-get install -y nginx (.ci/run does)"
-    return found
-
-
 @contextmanager
 def nginx(tmp: Path, upstreams: list[int]) -> Iterator[str]:
     """nginx on a free loopback port, proxying round-robin to *upstreams*; its URL."""
-    port = _free_port()
+    port = free_port()
     servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(tmp=tmp, servers=servers, port=port))
     process = subprocess.Popen(
-        [nginx_binary(), "-p", str(tmp), "-c", str(conf), "-e", "stderr"],
+        [need("nginx", "nginx"), "-p", str(tmp), "-c", str(conf), "-e", "stderr"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
