@@ -8,6 +8,8 @@ Profiles (pick one with the HYPOTHESIS_PROFILE environment variable):
   takes the same time; no example database.
 - ``long``: for local runs hunting for rare bugs: many more examples, random, with the database.
 
+Every trio test runs under the per-test watchdog of ``tests/watchdog.py``.
+
 Property tests that need a floor (the era-equivalence property runs at least 500 flows) take
 ``max(floor, settings.default.max_examples)``, so ``long`` raises them too.
 """
@@ -21,6 +23,24 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from .services import RedisServer, redis_server
+from .watchdog import guard_trio_tests
+
+pytest_plugins = ["pytester"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz",
+        choices=("short", "long"),
+        default="short",
+        help="hostile-token fuzz scale (tests/test_token_fuzz.py): short in the suite, long by hand",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-trio has marked the trio tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    guard_trio_tests(items)
+
 
 settings.register_profile(
     "ci",

@@ -173,7 +173,7 @@ def test_parse_answers_of_each_kind() -> None:
             "role": "assistant",
             "content": [
                 {"type": "text", "text": "Pa"},
-                {"type": "image", "data": ""},
+                {"type": "image", "data": "", "mimeType": "image/png"},
                 {"type": "text", "text": "ris"},
             ],
             "model": "m",

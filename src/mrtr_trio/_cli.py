@@ -98,24 +98,63 @@ def _host_port(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _serve_http(app: Any, host: str, port: int) -> None:
+async def _serve_http(app: Any, host: str, port: int, limits: dict[str, Any]) -> None:
     async with trio.open_nursery() as nursery:
-        url = await nursery.start(app.serve_http, host, port)
+        url = await nursery.start(functools.partial(app.serve_http, host, port, **limits))
         print(f"mrtr-trio: serving {app.name!r} on {url}", file=sys.stderr, flush=True)
 
 
 def configure_logging(level: str) -> None:
     """Log to stderr (stdout carries the stdio transport): mrtr_trio's loggers from *level* up,
-    everything else from INFO up at most, so that other libraries' debug output does not bury
-    the line per call."""
+    every other library's from WARNING up, so that their routine lines (the SDK announces each
+    session manager start at INFO) do not bury the line per call."""
     numeric = logging.getLevelNamesMapping()[level]
     logging.basicConfig(
-        level=max(numeric, logging.INFO),
+        level=max(numeric, logging.WARNING),
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         force=True,
     )
     logging.getLogger("mrtr_trio").setLevel(numeric)
+
+
+def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    from .mcp import _transports as t
+
+    limits = serve.add_argument_group("HTTP limits (see docs/reliability.md)")
+    limits.add_argument(
+        "--backlog", type=int, default=t.BACKLOG, help="listen queue (default %(default)s)"
+    )
+    limits.add_argument(
+        "--max-body-size",
+        type=int,
+        default=t.MAX_BODY_SIZE,
+        metavar="BYTES",
+        help="largest request body (default %(default)s)",
+    )
+    limits.add_argument(
+        "--keep-alive-timeout",
+        type=float,
+        default=t.KEEP_ALIVE_TIMEOUT,
+        metavar="SECONDS",
+        help="idle connection lifetime (default %(default)s)",
+    )
+    limits.add_argument(
+        "--session-idle-timeout",
+        type=float,
+        default=t.SESSION_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a legacy session idle this long (default %(default)s)",
+    )
+    limits.add_argument(
+        "--max-sessions",
+        type=int,
+        default=t.MAX_SESSIONS,
+        help="legacy sessions open at once (default %(default)s)",
+    )
+
+
+_LIMITS = ("backlog", "max_body_size", "keep_alive_timeout", "session_idle_timeout", "max_sessions")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,8 +188,9 @@ def _parser() -> argparse.ArgumentParser:
         default="INFO",
         type=str.upper,
         help="log to stderr from this level up (default: INFO; DEBUG adds a line per call; "
-        "other libraries log from INFO up at most)",
+        "other libraries log from WARNING up)",
     )
+    _add_http_limits(serve)
     commands.add_parser(
         "keygen",
         help=f"print a fresh random signing key (for {ENVIRONMENT_VARIABLE})",
@@ -187,7 +227,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.http is None:
         run_until_interrupted(app.serve_stdio)
     else:
-        run_until_interrupted(functools.partial(_serve_http, app, *args.http))
+        host, port = args.http
+        limits = {name: getattr(args, name) for name in _LIMITS}
+        run_until_interrupted(functools.partial(_serve_http, app, host, port, limits))
 
 
 if __name__ == "__main__":

@@ -177,7 +177,8 @@ class Context:
     async def create_message(
         self, messages: str | Sequence[Mapping[str, Any]], *, max_tokens: int, **options: Any
     ) -> CreateMessageResult:
-        """Push-style sampling (live legacy sessions only); options as [create_message][mrtr_trio.create_message]."""
+        """Push-style sampling (live legacy sessions only); options as
+        [create_message][mrtr_trio.create_message]."""
         request = create_message(messages, max_tokens=max_tokens, **options)
         answer = await self._ask(request, "create_message", "create_message(...)")
         assert isinstance(answer, CreateMessageResult)

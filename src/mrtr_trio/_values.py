@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal, TypeAlias, TypeVar, cast
 import attrs
 import blake3
 
+from ._content import SAMPLING_ANSWER, SAMPLING_MESSAGE, check_content
 from ._errors import InvalidInputResponse
 from ._schema import check_schema, content_problems, is_int, is_mapping, is_number
 
@@ -466,7 +467,7 @@ class CreateMessageResult:
     def __attrs_post_init__(self) -> None:
         if self.role not in _ROLES:
             raise ValueError(f"role must be one of {_ROLES}, got {self.role!r}")
-        _check_blocks(self.content, "content")
+        check_content(self.content, "content", SAMPLING_ANSWER)
         if not isinstance(self.model, str):
             raise TypeError(f"model must be a str, got {type(self.model).__name__}")
         if self.stop_reason is not None and not isinstance(self.stop_reason, str):
@@ -566,9 +567,12 @@ _ANSWER_FIELDS = {cls: [(f.name, f.default) for f in attrs.fields(cls)] for cls 
 def parse_answer(request: Request, json: object) -> Answer:
     """The answer object for *request*, from a client's JSON (or an answer object).
 
-    Raises [InvalidInputResponse][mrtr_trio.InvalidInputResponse] (-32602) when *json* is not shaped
-    like an answer to that kind of request. Unknown extra keys are ignored. The requested schema is
-    *not* checked here (see `content_problems_for`): the runtime asks again instead of failing.
+    Raises [InvalidInputResponse][mrtr_trio.InvalidInputResponse] (-32602) when *json* is not
+    shaped like an answer to that kind of request (sampling content must be text, image or audio
+    blocks of the protocol's shape). Unknown keys are dropped: extra answer fields, content-block
+    fields no block kind defines, and elicitation content properties the requested schema does
+    not name. The requested schema is *not* checked here (see `content_problems_for`): the
+    runtime asks again instead of failing.
     """
     if not isinstance(request, REQUEST_TYPES):
         raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
@@ -604,7 +608,9 @@ def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResu
                 f"elicitation content {name!r} must be a string, number, boolean or list of "
                 f"strings, got {_describe(value)}"
             )
-    return ElicitResult("accept", dict(content))
+    # Properties the requested schema did not ask for never reach the handler or the token.
+    asked = request.schema.get("properties", {}) if request.schema is not None else {}
+    return ElicitResult("accept", {k: v for k, v in content.items() if k in asked})
 
 
 def _parse_sampling(json: Mapping[str, Any]) -> CreateMessageResult:
@@ -621,10 +627,9 @@ def _parse_sampling(json: Mapping[str, Any]) -> CreateMessageResult:
     if stop_reason is not None and not isinstance(stop_reason, str):
         raise InvalidInputResponse(f"stopReason must be a string, got {_describe(stop_reason)}")
     try:
-        _check_blocks(content, "content")
+        blocks = check_content(content, "content", SAMPLING_ANSWER)
     except (TypeError, ValueError) as problem:
         raise InvalidInputResponse(f"a sampling answer has a bad content: {problem}") from None
-    blocks = tuple(content) if isinstance(content, list) else cast("Mapping[str, Any]", content)
     return CreateMessageResult(role, blocks, model, stop_reason)
 
 
@@ -709,16 +714,7 @@ def _check_sampling_message(message: object, where: str) -> None:
         raise TypeError(f"{where} must be a dict with role and content, got {message!r}")
     if message.get("role") not in _ROLES:
         raise ValueError(f"{where}.role must be 'user' or 'assistant', got {message.get('role')!r}")
-    _check_blocks(message.get("content"), f"{where}.content")
-
-
-def _check_blocks(content: object, where: str) -> None:
-    blocks = content if isinstance(content, list | tuple) else (content,)
-    if isinstance(content, list | tuple) and not content:
-        raise ValueError(f"{where} must not be an empty list")
-    for block in blocks:
-        if not isinstance(block, Mapping) or not isinstance(block.get("type"), str):
-            raise TypeError(f"{where} must be a content block with a string type, got {block!r}")
+    check_content(message.get("content"), f"{where}.content", SAMPLING_MESSAGE)
 
 
 def _is_content_value(value: object) -> bool:

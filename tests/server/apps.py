@@ -5,6 +5,7 @@ Run as a server: ``mrtr-trio serve tests/server/apps.py:app [--http HOST:PORT]``
 
 from __future__ import annotations
 
+import os
 import secrets
 from typing import Any
 
@@ -30,7 +31,12 @@ CONFIRM = {
 }
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 
-KEY = secrets.token_bytes(32)
+#: The signing key; a served copy takes it from MRTR_TEST_KEY (hex), so restarts can share it.
+KEY = (
+    bytes.fromhex(os.environ["MRTR_TEST_KEY"])
+    if "MRTR_TEST_KEY" in os.environ
+    else secrets.token_bytes(32)
+)
 app = App("interop", version="1.0", runtime=Runtime([KEY]))
 
 #: Accounting for the in-process tests: generators started and finally blocks run, by task.
@@ -142,3 +148,53 @@ async def report(ctx: Context, name: str):
     """A resource that asks before it answers."""
     ok = yield elicit(f"Share report {name}?", CONFIRM)
     yield done(f"report {name}: {'shared' if ok.accepted else 'withheld'}")
+
+
+@app.tool()
+async def marks_its_end(ctx: Context, path: str):
+    """Asks, and writes "closed" to *path* when its generator is closed (for subprocess
+    servers, whose finally blocks a test cannot see)."""
+    try:
+        answer = yield elicit("Name?", NAME)
+        yield done(f"hello {answer.content['name']}")
+    finally:
+        with open(path, "w") as marker:  # noqa: ASYNC230 - a tiny write in a finally block
+            marker.write("closed")
+
+
+@app.tool()
+async def echo_name(ctx: Context):
+    """Asks for a name and says it back."""
+    answer = yield elicit("Name?", NAME)
+    yield done(f"hello {answer.content['name']}" if answer.accepted else answer.action)
+
+
+@app.tool()
+async def echo_roots(ctx: Context):
+    """Asks for the client's roots and lists their URIs."""
+    answer = yield list_roots()
+    yield done(",".join(root.uri for root in answer.roots))
+
+
+@app.tool()
+async def waits_then_marks(ctx: Context, path: str):
+    """Sleeps a minute in a step, and writes "closed" to *path* when its generator is closed."""
+    try:
+        yield step(trio.sleep, 60)
+        yield done("slept")
+    finally:
+        with open(path, "w") as marker:  # noqa: ASYNC230 - a tiny write in a finally block
+            marker.write("closed")
+
+
+async def _env_delay() -> str:
+    await trio.sleep(float(os.environ.get("MRTR_TEST_STEP_DELAY", "0")))
+    return str(os.getpid())
+
+
+@app.tool()
+async def confirm_then_work(ctx: Context, job: str):
+    """Asks, then works in a step that takes MRTR_TEST_STEP_DELAY seconds in this process."""
+    ok = yield elicit(f"Run {job}?", CONFIRM)
+    worker = yield step(_env_delay)
+    yield done(f"{job}: {'ran' if ok.accepted and ok.content['confirm'] else 'skipped'} ({worker})")

@@ -39,3 +39,14 @@ def test_server_extensions_are_what_discover_advertises() -> None:
     capabilities = server.get_capabilities()
     assert isinstance(capabilities, types.ServerCapabilities)
     assert capabilities.extensions == {"x.example/y": {}}
+
+
+def test_the_session_ended_race_is_logged_where_mrtr_trio_filters_it() -> None:
+    import inspect
+
+    import mcp.server.streamable_http as transport
+
+    from mrtr_trio.mcp._sdk import SDK_RACE_LOGGER, SDK_RACE_MESSAGE
+
+    assert transport.logger.name == SDK_RACE_LOGGER
+    assert f'logger.exception("{SDK_RACE_MESSAGE}")' in inspect.getsource(transport)

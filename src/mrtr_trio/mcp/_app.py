@@ -13,7 +13,7 @@ import trio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from starlette.applications import Starlette
+from starlette.types import ASGIApp
 
 from .._errors import INTERNAL_ERROR, MrtrError
 from .._modern import Complete
@@ -30,7 +30,18 @@ from ._tasks import (
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore
-from ._transports import asgi_app, check_may_serve, run_until_interrupted, serve_http, serve_stdio
+from ._transports import (
+    BACKLOG,
+    KEEP_ALIVE_TIMEOUT,
+    MAX_BODY_SIZE,
+    MAX_SESSIONS,
+    SESSION_IDLE_TIMEOUT,
+    asgi_app,
+    check_may_serve,
+    run_until_interrupted,
+    serve_http,
+    serve_stdio,
+)
 from ._wire import (
     PROTOCOL_ERRORS,
     error_message,
@@ -383,15 +394,31 @@ class App:
         stateless: bool = False,
         json_response: bool = False,
         allowed_hosts: Sequence[str] | None = None,
-    ) -> Starlette:
-        """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan). Only
-        loopback `Host` headers are accepted unless *allowed_hosts* is given."""
+        max_body_size: int = MAX_BODY_SIZE,
+        session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
+        max_sessions: int | None = MAX_SESSIONS,
+    ) -> ASGIApp:
+        """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan).
+
+        - *allowed_hosts*: the `Host` headers accepted (default: loopback only);
+        - *max_body_size*: the largest request body in bytes (413 past it);
+        - *session_idle_timeout*: seconds a legacy session may go with no request in flight
+          before it is closed (`None`: never);
+        - *max_sessions*: legacy sessions open at once; a new one past it gets 503 (`None`:
+          no cap).
+
+        A legacy client that drops its connection mid-call has the call cancelled and its flow
+        closed at once. The defaults and their reasons are in docs/reliability.md.
+        """
         return asgi_app(
             self.server,
             path=path,
             stateless=stateless,
             json_response=json_response,
             allowed_hosts=allowed_hosts,
+            max_body_size=max_body_size,
+            session_idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
         )
 
     async def serve_http(
@@ -403,18 +430,39 @@ class App:
         stateless: bool = False,
         json_response: bool = False,
         allowed_hosts: Sequence[str] | None = None,
+        max_body_size: int = MAX_BODY_SIZE,
+        session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
+        max_sessions: int | None = MAX_SESSIONS,
+        backlog: int = BACKLOG,
+        keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Serve Streamable HTTP on hypercorn's trio worker until cancelled.
 
         `url = await nursery.start(app.serve_http, "127.0.0.1", 0)` returns the endpoint URL
-        with the real port.
+        with the real port. The knobs are those of [asgi][mrtr_trio.mcp.App.asgi], plus
+        *backlog* (connections the listening socket queues) and *keep_alive_timeout* (seconds
+        an idle connection stays open).
         """
         check_may_serve("App.serve_http()")
         app = self.asgi(
-            path=path, stateless=stateless, json_response=json_response, allowed_hosts=allowed_hosts
+            path=path,
+            stateless=stateless,
+            json_response=json_response,
+            allowed_hosts=allowed_hosts,
+            max_body_size=max_body_size,
+            session_idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
         )
-        await serve_http(app, host, port, path, task_status=task_status)
+        await serve_http(
+            app,
+            host,
+            port,
+            path,
+            backlog=backlog,
+            keep_alive_timeout=keep_alive_timeout,
+            task_status=task_status,
+        )
 
     async def serve_stdio(self) -> None:
         """Serve on this process's stdin and stdout until EOF or cancellation."""

@@ -25,6 +25,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import principal_components
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import CallNext, ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -34,6 +35,7 @@ from .._runtime import Runtime
 from .._values import Request
 from ._registry import Entry
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
+from ._wirewatch import malformed_reason
 
 __all__ = [
     "MRTR_METHODS",
@@ -115,6 +117,13 @@ class LegacyAsker:
             raise InvalidInputResponse(
                 f"the client's answer to {key!r} ({request.method}) is malformed: "
                 f"{error.errors()[0]['msg']}"
+            ) from None
+        except MCPError as error:
+            reason = malformed_reason(error)  # an answer the SDK dropped (see _wirewatch)
+            if reason is None:
+                raise
+            raise InvalidInputResponse(
+                f"the client's answer to {key!r} ({request.method}) was dropped: {reason}"
             ) from None
         return answer_json(answer)
 

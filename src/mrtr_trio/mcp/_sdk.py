@@ -18,13 +18,28 @@ fails there first:
   `resultType` is an extension's (`"task"`): the runner passes it through unsieved, keeps
   its `null` values and stamps `serverInfo`;
 - the SDK dispatches methods it does not know (`tasks/*`) to handlers added with
-  `Server.add_request_handler` and answers `-32601` for unregistered ones.
+  `Server.add_request_handler` and answers `-32601` for unregistered ones;
+- when a legacy session ends (the client's DELETE, an idle timeout) while one of the client's
+  notifications or answers is still being posted on it, the SDK's Streamable HTTP transport has
+  already answered that POST with 202 when it finds the session's stream closed: it logs
+  `"Error handling POST request"` with an `anyio.ClosedResourceError` on the
+  `mcp.server.streamable_http` logger and then tries to send a 500 after the 202 (hypercorn
+  reports "http.response.start given the state ASGIHTTPState.CLOSED"). Official clients trigger
+  it on most cancellations (`notifications/cancelled`, then DELETE). Nothing is lost, so
+  neither traceback belongs on the user's stderr:
+  [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard] drops what the SDK sends after its
+  response ended and the stream error that follows, and
+  [quiet_known_sdk_races][mrtr_trio.mcp._sdk.quiet_known_sdk_races] filters the log record
+  (logged at DEBUG on `mrtr_trio.mcp` instead). `tests/server/test_quirks.py` reproduces
+  the race.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.shared.inbound import (
     MCP_NAME_HEADER,
@@ -33,7 +48,14 @@ from mcp.shared.inbound import (
     find_invalid_x_mcp_header,
 )
 
-__all__ = ["X_MCP_HEADER_KEY", "invalid_header_annotation", "mcp_name_header"]
+__all__ = [
+    "SDK_RACE_LOGGER",
+    "SDK_RACE_MESSAGE",
+    "X_MCP_HEADER_KEY",
+    "invalid_header_annotation",
+    "mcp_name_header",
+    "quiet_known_sdk_races",
+]
 
 
 def mcp_name_header(ctx: ServerRequestContext[Any]) -> tuple[bool, str | None]:
@@ -53,3 +75,31 @@ def mcp_name_header(ctx: ServerRequestContext[Any]) -> tuple[bool, str | None]:
 def invalid_header_annotation(input_schema: Any) -> str | None:
     """Why an `x-mcp-header` annotation in *input_schema* is invalid, or `None`."""
     return find_invalid_x_mcp_header(input_schema)
+
+
+#: The SDK logger and message of the race (mcp 2.3, mcp/server/streamable_http.py).
+SDK_RACE_LOGGER = "mcp.server.streamable_http"
+SDK_RACE_MESSAGE = "Error handling POST request"
+
+log = logging.getLogger("mrtr_trio.mcp")
+
+
+class _SessionEndedRace(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if record.getMessage() == SDK_RACE_MESSAGE and isinstance(
+            error, anyio.ClosedResourceError | anyio.BrokenResourceError
+        ):
+            log.debug("a client message arrived as its legacy session ended; dropped")
+            return False
+        return True
+
+
+_FILTER = _SessionEndedRace()
+
+
+def quiet_known_sdk_races() -> None:
+    """Install the filter (once, however often it is called)."""
+    logger = logging.getLogger(SDK_RACE_LOGGER)
+    if _FILTER not in logger.filters:
+        logger.addFilter(_FILTER)

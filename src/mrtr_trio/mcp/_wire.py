@@ -41,10 +41,11 @@ _REQUEST_TYPES: dict[str, type[pydantic.BaseModel]] = {
     "roots/list": types.ListRootsRequest,
 }
 
-#: The SDK result type a legacy client's answer is read as, by request method.
+#: The SDK result type a legacy client's answer is read as, by request method: the widest the
+#: wire allows, so that :func:`~mrtr_trio.parse_answer` applies the same checks in both eras.
 ANSWER_TYPES: dict[str, type[pydantic.BaseModel]] = {
     "elicitation/create": types.ElicitResult,
-    "sampling/createMessage": types.CreateMessageResult,
+    "sampling/createMessage": types.CreateMessageResultWithTools,
     "roots/list": types.ListRootsResult,
 }
 

@@ -1,0 +1,345 @@
+"""``python -m benchmarks.load``: N simultaneous flows per era against one server over HTTP on
+loopback, with the server's default settings (issue 9's load run; not part of the test suite).
+
+The server is a real ``mrtr-trio serve --http`` process serving this file's ``app``. The flows
+speak the wire by hand over one HTTP client without a pool limit (so every flow in flight has
+its own connections), all started at once:
+
+- **legacy** (2025-11-25): ``initialize``, ``notifications/initialized``, a ``tools/call`` whose
+  SSE stream brings an ``elicitation/create``, the answer POSTed back, the result read, and the
+  session DELETEd;
+- **modern** (2026-07-28): a ``tools/call`` answered ``input_required``, then the retry with the
+  answer and the echoed ``requestState``.
+
+For each N and era it reports flows completed, errors (by kind), p50 and p99 latency of a whole
+flow, and the server's RSS before, during (the peak) and after (once the flows are done and the
+server is idle). "Before" is taken after a warm-up of a few flows, so imports and caches are in
+it. ``--write`` puts the table into docs/reliability.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import secrets
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx2
+import trio
+
+from mrtr_trio import Context, Runtime, done, elicit
+from mrtr_trio.mcp import App
+from mrtr_trio.mcp._transports import KEEP_ALIVE_TIMEOUT
+
+__all__ = ["app", "main"]
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+KEY_VARIABLE = "MRTR_LOAD_KEY"
+
+app = App(
+    "load",
+    runtime=Runtime([bytes.fromhex(os.environ.get(KEY_VARIABLE) or secrets.token_hex(32))]),
+)
+
+
+@app.tool()
+async def confirm(ctx: Context, job: str) -> AsyncGenerator[Any, Any]:
+    """One question, then the answer."""
+    answer = yield elicit(f"Run {job}?", CONFIRM)
+    yield done(f"{job}: {answer.content['ok'] if answer.accepted else answer.action}")
+
+
+# ------------------------------------------------------------------------------- server
+
+
+@attrs.define
+class Server:
+    process: subprocess.Popen[str]
+    url: str
+
+    def rss_mib(self) -> float:
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
+        return int(line.split()[1]) / 1024
+
+
+@contextmanager
+def serve() -> Iterator[Server]:
+    """This file's app under ``mrtr-trio serve --http``, default settings."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mrtr_trio._cli",
+            "serve",
+            f"{__file__}:app",
+            "--http",
+            "127.0.0.1:0",
+        ],
+        env={**os.environ, KEY_VARIABLE: secrets.token_hex(32), **_server_env()},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        assert "serving" in line, line
+        yield Server(process, line.rsplit(" ", 1)[1].strip())
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _server_env() -> dict[str, str]:
+    """Extra environment for the server process, from MRTR_LOAD_SERVER_ENV (``A=1,B=2``)."""
+    text = os.environ.get("MRTR_LOAD_SERVER_ENV", "")
+    return dict(item.split("=", 1) for item in text.split(",") if item)
+
+
+# ------------------------------------------------------------------------------- clients
+
+ANSWER = {"action": "accept", "content": {"ok": True}}
+ACCEPT = "application/json, text/event-stream"
+
+
+async def legacy_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
+    headers = {"Content-Type": "application/json", "Accept": ACCEPT}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"elicitation": {}},
+            "clientInfo": {"name": "load", "version": "0"},
+        },
+    }
+    response = await http.post(url, json=init, headers=headers)
+    response.raise_for_status()
+    headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+    headers["MCP-Protocol-Version"] = "2025-11-25"
+    notified = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    (await http.post(url, json=notified, headers=headers)).raise_for_status()
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "confirm", "arguments": {"job": job}},
+    }
+    try:
+        async with http.stream("POST", url, json=call, headers=headers) as stream:
+            stream.raise_for_status()
+            async for line in stream.aiter_lines():
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                message = json.loads(line[5:])
+                if message.get("method") == "elicitation/create":
+                    answer = {"jsonrpc": "2.0", "id": message["id"], "result": ANSWER}
+                    (await http.post(url, json=answer, headers=headers)).raise_for_status()
+                elif message.get("id") == 2:
+                    return _text(message)
+        raise RuntimeError("the stream ended without a result")
+    finally:
+        await http.delete(url, headers=headers)
+
+
+async def modern_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": ACCEPT,
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "confirm",
+    }
+    params: dict[str, Any] = {"name": "confirm", "arguments": {"job": job}, "_meta": meta}
+    for round_ in range(3):
+        body = {"jsonrpc": "2.0", "id": round_, "method": "tools/call", "params": params}
+        response = await http.post(url, json=body, headers=headers)
+        response.raise_for_status()
+        message = response.json()
+        result = message.get("result") or {}
+        if result.get("resultType") != "input_required":
+            return _text(message)
+        params = {
+            **params,
+            "requestState": result["requestState"],
+            "inputResponses": {key: ANSWER for key in result["inputRequests"]},
+        }
+    raise RuntimeError("still input_required after 3 rounds")
+
+
+def _text(message: dict[str, Any]) -> str:
+    if "error" in message:
+        raise RuntimeError(f"JSON-RPC error {message['error']}")
+    return str(message["result"]["content"][0]["text"])
+
+
+FLOWS = {"legacy": legacy_flow, "modern": modern_flow}
+
+
+# ----------------------------------------------------------------------------------- run
+
+
+@attrs.frozen
+class Result:
+    era: str
+    n: int
+    completed: int
+    errors: dict[str, int]
+    p50_ms: float
+    p99_ms: float
+    wall_s: float
+    rss_before: float
+    rss_peak: float
+    rss_after: float
+
+    @property
+    def rss_back(self) -> bool:
+        return self.rss_after <= self.rss_before * 1.10
+
+    def row(self) -> list[str]:
+        errors = ", ".join(f"{k} x{v}" for k, v in sorted(self.errors.items())) or "0"
+        return [
+            self.era,
+            str(self.n),
+            str(self.completed),
+            errors,
+            f"{self.p50_ms:.0f}",
+            f"{self.p99_ms:.0f}",
+            f"{self.wall_s:.1f}",
+            f"{self.rss_before:.0f}",
+            f"{self.rss_peak:.0f}",
+            f"{self.rss_after:.0f}",
+            f"{(self.rss_after / self.rss_before - 1) * 100:+.0f}%",
+        ]
+
+
+HEADERS = [
+    "era",
+    "N",
+    "completed",
+    "errors",
+    "p50 ms",
+    "p99 ms",
+    "wall s",
+    "RSS before MiB",
+    "RSS peak MiB",
+    "RSS after MiB",
+    "after vs before",
+]
+
+
+async def run(server: Server, era: str, n: int, settle: float) -> Result:
+    flow = FLOWS[era]
+    latencies: list[float] = []
+    errors: collections.Counter[str] = collections.Counter()
+    before = server.rss_mib()
+    peak = before
+    finished = trio.Event()
+
+    async def one(index: int) -> None:
+        started = time.perf_counter()
+        try:
+            text = await flow(http, server.url, f"job{index}")
+            if text != f"job{index}: True":
+                raise RuntimeError(f"wrong result {text!r}")
+            latencies.append(time.perf_counter() - started)
+        except Exception as error:
+            errors[type(error).__name__] += 1
+
+    async def sample() -> None:
+        nonlocal peak
+        while not finished.is_set():
+            peak = max(peak, server.rss_mib())
+            await trio.sleep(0.05)
+
+    started = time.perf_counter()
+    # One client, no pool limit: every flow in flight has its own connections.
+    limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx2.AsyncClient(timeout=120, limits=limits) as http, trio.open_nursery() as outer:
+        outer.start_soon(sample)
+        async with trio.open_nursery() as flows:
+            for index in range(n):
+                flows.start_soon(one, index)
+        wall = time.perf_counter() - started
+        finished.set()
+    await trio.sleep(settle)  # the server finishes its cleanup and goes idle
+    after = server.rss_mib()
+    ordered = sorted(latencies) or [float("nan")]
+    return Result(
+        era,
+        n,
+        len(latencies),
+        dict(errors),
+        statistics.median(ordered) * 1000,
+        ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
+        wall,
+        before,
+        peak,
+        after,
+    )
+
+
+async def measure(sizes: list[int], eras: list[str], settle: float) -> list[Result]:
+    results = []
+    for era in eras:
+        with serve() as server:  # a fresh server per era, so each era's RSS stands alone
+            await run(server, era, 10, settle)  # warm-up: imports and caches
+            for n in sizes:
+                result = await run(server, era, n, settle)
+                print("  ".join(result.row()), flush=True)
+                results.append(result)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.load", description=__doc__)
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 300, 1000])
+    parser.add_argument("--eras", nargs="+", choices=sorted(FLOWS), default=["legacy", "modern"])
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=KEEP_ALIVE_TIMEOUT + 5,
+        help="idle seconds before 'after' (default: past the keep-alive timeout, when "
+        "connections the clients closed are gone too)",
+    )
+    parser.add_argument("--write", action="store_true", help="update docs/reliability.md")
+    args = parser.parse_args(argv)
+    print("  ".join(HEADERS), flush=True)
+    results = trio.run(measure, args.n, args.eras, args.settle)
+    from .report import Table, replace_block
+
+    title = "Load: simultaneous flows per era, HTTP on loopback, default settings"
+    table = Table(title, HEADERS, [r.row() for r in results])
+    print()
+    print(table.text())
+    missed = [r for r in results if r.n >= 1000 and (r.errors or not r.rss_back)]
+    if args.write:
+        replace_block(ROOT / "docs" / "reliability.md", "load", table.markdown())
+    if missed:
+        print(
+            f"\ntarget missed (1,000 per era, 0 errors, RSS back within 10%): "
+            f"{[(r.era, r.n) for r in missed]}"
+        )
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Legacy HTTP sessions that end well: an ASGI layer in front of the SDK's Streamable HTTP app.
+
+On a legacy (2025-era) session a flow lives inside one `tools/call` POST whose SSE response
+carries the server-to-client requests. The SDK runs the call in the session's task group, apart
+from the HTTP request, so two things would otherwise hang until `round_timeout`:
+
+- **the client drops the connection** (no DELETE, no cancel): when a POST's response ends
+  unfinished, this layer tells the session `notifications/cancelled` for that request, so the
+  SDK cancels it and the flow closes (its `finally` runs) at once;
+- **the client answers with something the SDK drops** (not JSON, too deep, `"result": null`,
+  an id it never sent): an [AnswerWatch][mrtr_trio.mcp._wirewatch.AnswerWatch] per session
+  decides which waiting requests that fails, and this layer feeds the session an error response
+  for each, which the host reports as `-32602` naming the request.
+
+Both are said to the session the way a client would say them, as a POST on its session id, so
+nothing here reaches into the SDK. Only legacy POSTs that carry `Mcp-Session-Id` are watched;
+modern requests, stateless and JSON-response sessions, GETs and the lifespan pass straight
+through. Written on anyio, like the SDK, so any ASGI server can run it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pydantic_core
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ._wirewatch import AnswerWatch
+
+__all__ = ["SessionGuard"]
+
+#: How long telling a session something may take before it is given up.
+_TELL_TIMEOUT = 5.0
+
+
+class SessionGuard:
+    """The ASGI middleware described in the module docstring, around the SDK's *app*.
+
+    *max_body_size* bounds what it reads ahead to inspect (bigger bodies pass uninspected; the
+    SDK refuses them with 413 anyway).
+    """
+
+    def __init__(self, app: ASGIApp, *, max_body_size: int) -> None:
+        self._app = app
+        self._max_body_size = max_body_size
+        self._watches: dict[str, AnswerWatch] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = _legacy_session(scope)
+        if session is None or scope["method"] not in ("POST", "DELETE"):
+            await self._app(scope, receive, send)
+            return
+        if scope["method"] == "DELETE":
+            self._watches.pop(session, None)
+            await self._app(scope, receive, send)
+            return
+        body, replay = await _read_ahead(receive, self._max_body_size)
+        if body is None:
+            await self._app(scope, replay, send)
+            return
+        watch = self._watches.get(session)
+        feed = watch.received(body) if watch is not None else []
+        request_id = _request_id(body)
+        stream = object()
+        finished = False
+
+        async def watched_send(message: Message) -> None:
+            nonlocal finished
+            if finished:
+                return  # e.g. the SDK's 500 after its 202 when the session ended (see _sdk)
+            if message["type"] == "http.response.body":
+                if request_id is not None:
+                    self._saw(session, message.get("body", b""), stream)
+                finished = finished or not message.get("more_body", False)
+            await send(message)
+
+        try:
+            await self._app(scope, replay, watched_send)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if not finished:
+                raise
+            # The session ended under a POST already answered: the SDK's known race (_sdk).
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(_TELL_TIMEOUT):
+                watch = self._watches.get(session)
+                if watch is not None:
+                    watch.stream_ended(stream)
+                    if watch.idle:
+                        del self._watches[session]
+                if request_id is not None and not finished:
+                    await self._tell(scope, _cancelled(request_id))
+                for message in feed:
+                    await self._tell(scope, message)
+
+    def _saw(self, session: str, chunk: bytes, stream: object) -> None:
+        """Note the server-to-client requests in an SSE chunk of a response."""
+        if b'"method"' not in chunk:
+            return
+        for line in chunk.splitlines():
+            if line.startswith(b"data:"):
+                try:
+                    message = json.loads(line[5:])
+                except ValueError:
+                    continue
+                if isinstance(message, dict):
+                    self._watches.setdefault(session, AnswerWatch()).sent(message, stream)
+
+    async def _tell(self, scope: Scope, message: dict[str, Any]) -> None:
+        """POST *message* to the session as its client would, discarding the reply."""
+        body = json.dumps(message).encode()
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+        told = dict(scope, headers=[*headers, (b"content-length", str(len(body)).encode())])
+        sent = False
+
+        async def receive() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await anyio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        async def discard(message: Message) -> None:
+            pass
+
+        await self._app(told, receive, discard)
+
+
+def _legacy_session(scope: Scope) -> str | None:
+    """The session id of a legacy HTTP request, else `None`."""
+    if scope["type"] != "http":
+        return None
+    session = version = None
+    for name, value in scope["headers"]:
+        if name == b"mcp-session-id":
+            session = value.decode("latin-1")
+        elif name == b"mcp-protocol-version":
+            version = value.decode("latin-1")
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    return session
+
+
+async def _read_ahead(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """The whole request body (`None` past *limit*), and a `receive` that replays it."""
+    chunks: list[bytes] = []
+    size = 0
+    message: Message = {"type": "http.request", "more_body": True}
+    while message["type"] == "http.request" and message.get("more_body", False):
+        message = await receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > limit:
+                break
+    body = b"".join(chunks)
+    pending: list[Message] = [
+        {"type": "http.request", "body": body, "more_body": message.get("more_body", False)}
+    ]
+    if message["type"] != "http.request":
+        pending.append(message)  # a disconnect that came instead of the body's end
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    complete = message["type"] == "http.request" and size <= limit
+    return (body if complete else None), replay
+
+
+def _request_id(body: bytes) -> Any:
+    """The id of the JSON-RPC request in *body*, or `None` (a response, a notification,
+    garbage)."""
+    try:
+        message = pydantic_core.from_json(body)
+    except ValueError:
+        return None
+    if isinstance(message, dict) and isinstance(message.get("method"), str):
+        return message.get("id")
+    return None
+
+
+def _cancelled(request_id: Any) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": request_id, "reason": "the client disconnected"},
+    }

@@ -1,0 +1,223 @@
+"""Legacy HTTP and stdio sessions that end well (issue 9, fixes 3 and 4): a client that drops
+its connection mid-round has its flow closed at once; a client that answers with something the
+SDK drops fails its round at once with -32602 naming the request; idle sessions close and their
+number is capped."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import select
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from . import apps
+from .raw import INITIALIZE, legacy_session
+
+APP_FILE = Path(apps.__file__).resolve()
+
+
+async def _first_request(messages: Any) -> dict[str, Any]:
+    async for message in messages:
+        if "method" in message:
+            return message
+    raise AssertionError("the call ended without asking")
+
+
+async def test_a_dropped_legacy_connection_closes_the_flow_within_a_second(
+    nursery: trio.Nursery,
+) -> None:
+    url = await nursery.start(apps.app.serve_http, "127.0.0.1", 0)
+    apps.reset_accounting()
+    async with legacy_session(url) as session:
+        call = session.call("tools/call", {"name": "tracked", "arguments": {"tag": "drop"}})
+        async with call as messages:
+            assert (await _first_request(messages))["method"] == "elicitation/create"
+        # The connection is gone: no DELETE, no notifications/cancelled.
+        with trio.fail_after(1):
+            await apps.all_closed()
+        assert apps.FINALISED == apps.STARTED
+        # The session itself still serves.
+        response = await session.call_tool("counts", {"count": 2})
+        assert response["result"]["content"][0]["text"] == "n=4"
+
+
+async def test_a_legacy_flow_answered_to_the_end_is_not_cancelled(nursery: trio.Nursery) -> None:
+    url = await nursery.start(apps.app.serve_http, "127.0.0.1", 0)
+    async with legacy_session(url) as session:
+        body = {"name": "deploy", "arguments": {"service": "api"}}
+        async with session.call("tools/call", body) as messages:
+            async for message in messages:
+                if message.get("method") == "elicitation/create":
+                    await session.answer(
+                        message["id"], {"action": "accept", "content": {"confirm": False}}
+                    )
+                elif "method" not in message:
+                    assert message["result"]["content"][0]["text"] == "Cancelled"
+                    break
+
+
+JUNK = [
+    pytest.param(b'{"jsonrpc":"2.0","id":ID,"result":null}', "not a JSON-RPC response", id="null"),
+    pytest.param(b"this is not json", "not readable JSON", id="not-json"),
+    pytest.param(b"[" * 3000 + b"]" * 3000, "not readable JSON", id="too-deep"),
+    pytest.param(
+        b'{"jsonrpc":"2.0","id":987654,"result":{"action":"accept","content":{"name":"x"}}}',
+        "never sent",
+        id="wrong-id",
+    ),
+    pytest.param(b'{"jsonrpc":"2.0","id":ID}', "not a JSON-RPC response", id="no-result"),
+    pytest.param(
+        b'{"jsonrpc":"2.0","id":ID,"result":{"action":"accept","content":{"name":[1]}}}',
+        "is malformed",
+        id="bad-content",
+    ),
+]
+
+
+@pytest.mark.parametrize(("junk", "reason"), JUNK)
+async def test_a_junk_legacy_answer_over_http_fails_the_round_at_once(
+    nursery: trio.Nursery, junk: bytes, reason: str
+) -> None:
+    url = await nursery.start(apps.app.serve_http, "127.0.0.1", 0)
+    async with legacy_session(url) as session:
+        with trio.fail_after(10):  # round_timeout is 600 s: "at once" is anything far below
+            call = session.call("tools/call", {"name": "fails_after_asking", "arguments": {}})
+            async with call as messages:
+                request = await _first_request(messages)
+                await session.post(junk.replace(b"ID", str(request["id"]).encode()))
+                response = await anext(messages)
+        error = response["error"]
+        assert error["code"] == -32602
+        assert "'input-0' (elicitation/create)" in error["message"]
+        assert reason in error["message"]
+        # The session keeps serving.
+        assert (await session.call_tool("counts", {"count": 1}))["result"]["content"][0][
+            "text"
+        ] == "n=2"
+
+
+def _stdio_server() -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "mrtr_trio._cli", "serve", f"{APP_FILE}:app"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _send(server: subprocess.Popen[bytes], message: Any) -> None:
+    assert server.stdin is not None
+    data = message if isinstance(message, bytes) else json.dumps(message).encode()
+    server.stdin.write(data + b"\n")
+    server.stdin.flush()
+
+
+def _receive(server: subprocess.Popen[bytes], timeout: float = 15) -> Any:
+    """The next message from the server, failing (not hanging) when none comes in time."""
+    assert server.stdout is not None
+    ready, _, _ = select.select([server.stdout], [], [], timeout)
+    assert ready, f"no message from the server within {timeout} s"
+    return json.loads(server.stdout.readline())
+
+
+def _initialize(server: subprocess.Popen[bytes]) -> None:
+    _send(server, INITIALIZE)
+    assert _receive(server)["id"] == 1
+    _send(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def _close(server: subprocess.Popen[bytes]) -> tuple[int, str]:
+    for stream in (server.stdin, server.stdout):
+        if stream is not None and not stream.closed:
+            with contextlib.suppress(BrokenPipeError):
+                stream.close()
+    try:
+        code = server.wait(timeout=20)
+    finally:
+        server.kill()
+    assert server.stderr is not None
+    stderr = server.stderr.read().decode()
+    server.stderr.close()
+    return code, stderr
+
+
+@pytest.mark.parametrize(("junk", "reason"), JUNK[:4])
+def test_a_junk_legacy_answer_over_stdio_fails_the_round_at_once(junk: bytes, reason: str) -> None:
+    server = _stdio_server()
+    try:
+        _initialize(server)
+        _send(
+            server,
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "fails_after_asking", "arguments": {}},
+            },
+        )
+        request = _receive(server)
+        assert request["method"] == "elicitation/create"
+        _send(server, junk.replace(b"ID", str(request["id"]).encode()))
+        response = _receive(server)  # at once: round_timeout (600 s) would hang the test
+        assert response["id"] == 2
+        assert response["error"]["code"] == -32602
+        assert "'input-0' (elicitation/create)" in response["error"]["message"]
+        assert reason in response["error"]["message"]
+    finally:
+        code, stderr = _close(server)
+    assert code == 0, stderr
+
+
+async def test_idle_legacy_sessions_close_and_their_number_is_capped(
+    nursery: trio.Nursery,
+) -> None:
+    serve = partial(apps.app.serve_http, "127.0.0.1", 0, session_idle_timeout=0.5, max_sessions=1)
+    url = await nursery.start(serve)
+    async with legacy_session(url) as session:
+        with pytest.raises(AssertionError, match="503"):
+            async with legacy_session(url):
+                pass  # a second session is over the cap
+        await trio.sleep(1.5)  # idle past the timeout
+        response = await session.post({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+        assert response.status_code == 404  # the session is gone...
+    async with legacy_session(url) as again:  # ...and its place is free
+        assert (await again.call_tool("counts", {"count": 3}))["result"]["content"][0][
+            "text"
+        ] == "n=6"
+
+
+async def test_the_default_session_knobs_are_not_the_sdk_defaults() -> None:
+    from mcp.server.streamable_http_manager import (
+        DEFAULT_MAX_SESSIONS,
+        DEFAULT_SESSION_IDLE_TIMEOUT,
+    )
+
+    from mrtr_trio.mcp import _transports
+
+    assert _transports.SESSION_IDLE_TIMEOUT < DEFAULT_SESSION_IDLE_TIMEOUT
+    assert _transports.MAX_SESSIONS < DEFAULT_MAX_SESSIONS
+
+
+def test_a_stdio_client_that_stops_reading_ends_the_server_quietly(tmp_path: Path) -> None:
+    marker = tmp_path / "closed"
+    server = _stdio_server()
+    try:
+        _initialize(server)
+        assert server.stdout is not None
+        server.stdout.close()  # the client stops reading; stdin stays open
+        call = {"name": "marks_its_end", "arguments": {"path": str(marker)}}
+        _send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        code = server.wait(timeout=20)  # the server notices the broken pipe by itself
+    finally:
+        server.kill()
+        code, stderr = _close(server)
+    assert code == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+    assert marker.read_text() == "closed"  # the flow was closed on the way out
