@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -124,8 +125,12 @@ async def test_full_conformance_suite_against_the_cli_server(
 
 
 def _scenarios(results: Path) -> set[str]:
-    """The scenarios a run wrote results for (``server-<name>``)."""
-    return {checks.parent.name.rsplit("-20", 1)[0] for checks in results.rglob("checks.json")}
+    """The scenarios a run wrote results for (`server-<name>`, the directory's name without the
+    timestamp the suite appends)."""
+    return {
+        re.sub(r"-\d{4}-\d{2}-\d{2}T.*$", "", checks.parent.name)
+        for checks in results.rglob("checks.json")
+    }
 
 
 def _failures(results: Path) -> list[str]:
