@@ -7,10 +7,13 @@ import math
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr_trio import _schema
-from mrtr_trio._formats import is_date_time, is_email, is_uri
+from mrtr_trio._formats import FORMATS, is_date_time, is_email, is_uri
 from mrtr_trio._schema import content_problems
+from mrtr_trio.testing import strategies
 
 CHOICES = ["a", "b"]
 
@@ -280,3 +283,94 @@ def test_formats_are_strict(check: str, value: str, valid: bool) -> None:
     direct = {"date-time": is_date_time, "email": is_email, "uri": is_uri}.get(check)
     if direct is not None:
         assert direct(value) is valid
+
+
+# ----------------------------------------------- the fast check against jsonschema, the oracle
+
+_JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | st.sampled_from(["2024-01-31", "2024-01-31T09:30:00Z", "a@b.c", "https://x.y/", ""]),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=2)
+    ),
+    max_leaves=6,
+)
+
+
+def _near_misses(prop: dict[str, Any]) -> list[Any]:
+    """Values just outside what *prop* allows (and a few just inside)."""
+    misses: list[Any] = ["true", 1, None, [], {}]
+    for bound, step in (("minimum", -1), ("maximum", 1)):
+        if bound in prop:
+            misses += [prop[bound] + step, prop[bound] + step / 2, prop[bound]]
+    for bound, step in (("minLength", -1), ("maxLength", 1)):
+        if bound in prop:
+            misses += ["x" * max(0, prop[bound] + step), "x" * prop[bound]]
+    choices = [*prop.get("enum", ()), *(o["const"] for o in prop.get("oneOf", ()))]
+    items = prop.get("items", {})
+    options = [*items.get("enum", ()), *(o["const"] for o in items.get("anyOf", ()))]
+    misses += [c + "!" for c in choices] + choices
+    if options:
+        misses += [options, [*options, "not-a-choice"], options[:1] * 3, [options[0], 7]]
+    for bound, step in (("minItems", -1), ("maxItems", 1)):
+        if bound in prop and options:
+            misses.append((options * (prop[bound] + 2))[: max(0, prop[bound] + step)])
+    misses += ["2024-13-45", "20240101", "2024-01-31T09:30", "a@", "no scheme", 1.5, True]
+    return misses
+
+
+@st.composite
+def _schema_and_content(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    schema = draw(strategies.schemas())
+    content: dict[str, Any] = {}
+    for name, prop in schema.get("properties", {}).items():
+        choice = draw(st.integers(0, 2))
+        if choice == 0:  # a value drawn to fit
+            single = {"type": "object", "properties": {name: prop}, "required": [name]}
+            try:
+                content[name] = draw(strategies.form_content(single))[name]
+            except strategies.UnsatisfiableSchema:
+                continue
+        elif choice == 1:  # anything at all
+            content[name] = draw(_JSONISH)
+    return schema, content
+
+
+def _agree(schema: dict[str, Any], content: dict[str, Any]) -> None:
+    valid = _schema._Validator(schema, format_checker=FORMATS).is_valid(content)
+    compiled = _schema._compiled(schema)
+    if compiled.checks is not None:  # the fast check decides the common case: it must agree
+        assert compiled.passes(content) == valid, (schema, content)
+    assert (content_problems(schema, content) == []) == valid, (schema, content)
+
+
+@settings(max_examples=max(300, settings.default.max_examples))
+@given(_schema_and_content())
+def test_the_fast_check_agrees_with_jsonschema(case: tuple[dict[str, Any], dict[str, Any]]) -> None:
+    schema, content = case
+    _agree(schema, content)
+    for name, prop in schema.get("properties", {}).items():  # every near miss, one at a time
+        for value in _near_misses(prop):
+            _agree(schema, {**content, name: value})
+    for name in schema.get("required", ()):
+        _agree(schema, {k: v for k, v in content.items() if k != name})
+
+
+def test_schemas_beyond_the_subset_are_validated_as_one() -> None:
+    closed = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "additionalProperties": False,
+        "minProperties": 1,
+    }
+    assert _schema._compiled(closed).checks is None
+    assert content_problems(closed, {}) != []
+    assert content_problems(closed, {"n": 1}) == []
+    patterned = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}
+    assert _schema._compiled(patterned).checks is None  # no fast check for `pattern`
+    assert content_problems(patterned, {"s": "b"}) != []
+    assert content_problems(patterned, {"s": "ab"}) == []

@@ -10,14 +10,21 @@ single-choice enums (`enum`, or `oneOf` of `{const, title}`) and multi-choice ar
   MCP's, not JSON Schema's.
 - `content_problems`: does accepted content satisfy it?
   Validated by jsonschema with strict formats (`mrtr_trio._formats`), one validator compiled
-  per schema; the problems come back as sentences naming the field.
+  per property; the problems come back as sentences naming the field.
+
+Every live round and every modern completion checks one answer, so the check is on the hot
+path: jsonschema's generic machinery costs several microseconds per field. Each property the
+restricted subset fully describes therefore also gets a *fast check*, a predicate compiled
+from the same keywords, which answers "valid" for the common case; jsonschema decides, and
+says why, whenever the fast check does not pass (or cannot be compiled for a property). The
+test suite checks the two agree on generated schemas and content, jsonschema being the oracle.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, TypeGuard
 
 from jsonschema import Draft202012Validator, ValidationError, validators
@@ -115,14 +122,21 @@ def content_problems(schema: Mapping[str, Any], content: Mapping[str, Any]) -> l
     `anyOf` choices, numeric, length and item-count bounds, formats. Numbers must be finite.
     Fields the schema does not mention are not checked.
     """
-    required, properties = _compiled(schema)
+    compiled = _compiled(schema)
+    if compiled.passes(content):
+        return []
     problems: dict[str, None] = {}  # ordered, without repeats
+    if compiled.whole is not None:  # keywords beyond the subset: the schema as one
+        for error in compiled.whole.iter_errors(content):
+            for problem in _problems(list(error.absolute_path), error):
+                problems[problem] = None
+        return list(problems)
     for name, value in content.items():
-        validator = properties.get(name)
+        validator = compiled.validators.get(name)
         if validator is not None:
             for error in validator.iter_errors(value):
-                problems[_problem(name, error)] = None
-    for name in required:
+                problems[_problem([name, *error.absolute_path], error)] = None
+    for name in compiled.required:
         if name not in content:
             problems[f"{name!r} is required"] = None
     return list(problems)
@@ -134,10 +148,43 @@ _TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
 )
 _Validator = validators.extend(Draft202012Validator, type_checker=_TYPES)  # type: ignore[no-untyped-call]
 
-#: A compiled schema: its required names, and a validator per property. (The restricted schema
-#: is a flat object, so each property is validated on its own: a third of the cost of letting
-#: jsonschema descend into the object for every answer.)
-_Compiled = tuple[tuple[str, ...], dict[str, Any]]
+class _Compiled:
+    """A schema compiled: its required names, a jsonschema validator per property, and the
+    fast checks (none when a property has no fast check). A schema with validation keywords
+    of its own beyond `type`, `properties` and `required` (say `additionalProperties`) is
+    validated as one, by `whole`."""
+
+    __slots__ = ("checks", "required", "validators", "whole")
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        properties: Mapping[str, Any] = schema.get("properties", {})
+        self.required: tuple[str, ...] = tuple(schema.get("required", ()))
+        self.validators = {
+            name: _Validator(prop, format_checker=FORMATS) for name, prop in properties.items()
+        }
+        self.whole = None
+        self.checks: dict[str, Callable[[Any], bool]] | None = None
+        if not set(schema) <= _OBJECT_KEYWORDS | _ANNOTATIONS:
+            self.whole = _Validator(schema, format_checker=FORMATS)
+            return
+        checks = {name: _fast_check(prop) for name, prop in properties.items()}
+        if None not in checks.values():
+            self.checks = checks  # type: ignore[assignment]
+
+    def passes(self, content: Mapping[str, Any]) -> bool:
+        """True when the fast checks show *content* valid; False when they cannot tell."""
+        checks = self.checks
+        if checks is None:
+            return False
+        for name in self.required:
+            if name not in content:
+                return False
+        for name, value in content.items():
+            check = checks.get(name)
+            if check is not None and not check(value):
+                return False
+        return True
+
 
 #: Compiled schemas by the `id` of the schema they were compiled for, each with a copy of that
 #: schema: a hit must still equal it, so a schema mutated in place, or a new one that reuses a
@@ -153,15 +200,122 @@ def _compiled(schema: Mapping[str, Any]) -> _Compiled:
     if hit is not None and hit[0] == schema:
         return hit[1]
     frozen = json.loads(json.dumps(schema, default=repr))  # a copy the caller cannot mutate
-    properties = {
-        name: _Validator(prop, format_checker=FORMATS)
-        for name, prop in frozen.get("properties", {}).items()
-    }
-    compiled = (tuple(frozen.get("required", ())), properties)
+    compiled = _Compiled(frozen)
     if len(_COMPILED) >= _MAX_COMPILED:
         del _COMPILED[next(iter(_COMPILED))]
     _COMPILED[id(schema)] = (frozen, compiled)
     return compiled
+
+
+# ------------------------------------------------------------------------- fast checks
+
+# The keywords a fast check implements, by property type. Annotations (title, description,
+# default...) do not validate; a property with any other keyword gets no fast check.
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "$schema"})
+_OBJECT_KEYWORDS = frozenset({"type", "properties", "required"})
+_FAST_KEYWORDS = {
+    "string": frozenset({"type", "minLength", "maxLength", "format", "enum", "oneOf"}),
+    "number": frozenset({"type", "minimum", "maximum"}),
+    "integer": frozenset({"type", "minimum", "maximum"}),
+    "boolean": frozenset({"type"}),
+    "array": frozenset({"type", "minItems", "maxItems", "items"}),
+}
+
+
+def _fast_check(prop: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    """A predicate true exactly when jsonschema finds *prop* satisfied (the suite checks it),
+    or `None` when *prop* uses a keyword it does not implement."""
+    kind = prop.get("type")
+    allowed = _FAST_KEYWORDS.get(kind) if isinstance(kind, str) else None
+    if allowed is None or not set(prop) <= allowed | _ANNOTATIONS:
+        return None
+    if kind == "boolean":
+        return _is_bool
+    if kind in ("number", "integer"):
+        return _number_check(prop, integral=kind == "integer")
+    if kind == "string":
+        return _string_check(prop)
+    return _array_check(prop)
+
+
+def _is_bool(value: Any) -> bool:
+    return type(value) is bool
+
+
+def _number_check(prop: Mapping[str, Any], integral: bool) -> Callable[[Any], bool]:
+    low = prop.get("minimum", -math.inf)
+    high = prop.get("maximum", math.inf)
+
+    def check(value: Any) -> bool:
+        if not is_number(value) or (integral and not _is_integral(value)):
+            return False
+        return bool(low <= value <= high)
+
+    return check
+
+
+def _string_check(prop: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    shortest = prop.get("minLength", 0)
+    longest = prop.get("maxLength", math.inf)
+    fmt = prop.get("format")
+    choices = _choices(prop)
+    if choices is _AMBIGUOUS:
+        return None
+    conforms = FORMATS.conforms
+
+    def check(value: Any) -> bool:
+        if type(value) is not str or not shortest <= len(value) <= longest:
+            return False
+        if choices is not None and value not in choices:
+            return False
+        return fmt is None or conforms(value, fmt)
+
+    return check
+
+
+def _array_check(prop: Mapping[str, Any]) -> Callable[[Any], bool] | None:
+    items = prop.get("items")
+    if not isinstance(items, Mapping) or not set(items) <= {"type", "enum", "anyOf"}:
+        return None
+    if items.get("type", "string") != "string":
+        return None
+    choices = _choices(items, "anyOf")
+    if choices is None or choices is _AMBIGUOUS:
+        return None
+    fewest = prop.get("minItems", 0)
+    most = prop.get("maxItems", math.inf)
+
+    def check(value: Any) -> bool:
+        if type(value) is not list or not fewest <= len(value) <= most:
+            return False
+        return all(type(item) is str and item in choices for item in value)
+
+    return check
+
+
+_AMBIGUOUS: Any = frozenset({"ambiguous"})
+
+
+def _choices(prop: Mapping[str, Any], options: str = "oneOf") -> frozenset[str] | None:
+    """The strings *prop* allows (`enum`, or the `const` of each option), `None` when any
+    string goes, or `_AMBIGUOUS` when the fast check cannot decide (a `oneOf` with two equal
+    consts matches none of them)."""
+    allowed = None
+    if "enum" in prop:
+        allowed = frozenset(prop["enum"])
+    if options in prop:
+        consts = [option.get("const") for option in prop[options]]
+        if options == "oneOf" and len(set(consts)) != len(consts):
+            return _AMBIGUOUS  # type: ignore[no-any-return]
+        if not all(set(option) <= {"const", "title", "description"} for option in prop[options]):
+            return _AMBIGUOUS  # type: ignore[no-any-return]
+        from_options = frozenset(consts)
+        allowed = from_options if allowed is None else allowed & from_options
+    return allowed
+
+
+def _is_integral(value: int | float) -> bool:
+    return isinstance(value, int) or value.is_integer()
 
 
 _TYPE_NAMES = {
@@ -179,11 +333,20 @@ _FORMAT_EXAMPLES = {
 }
 
 
-def _problem(name: str, error: ValidationError) -> str:
-    """*error*, found in the field *name*, as a sentence naming the field (and the item of a
-    list)."""
-    path = list(error.absolute_path)
-    field = f"{name!r} item {path[0]}" if path else f"{name!r}"
+def _problems(path: list[Any], error: ValidationError) -> list[str]:
+    """*error* at *path* as sentences naming the field (`required` names every missing one)."""
+    if error.validator == "required":
+        required: Any = error.validator_value
+        content: Any = error.instance
+        return [f"{name!r} is required" for name in required if name not in content]
+    return [_problem(path, error)]
+
+
+def _problem(path: list[Any], error: ValidationError) -> str:
+    """*error* at *path* (the field, then the item of a list) as a sentence naming it."""
+    field = f"{path[0]!r}" if path else "the content"
+    if len(path) > 1:
+        field += f" item {path[1]}"
     return f"{field} {_sentence(error)}"
 
 
