@@ -31,6 +31,7 @@ import attrs
 
 from ._errors import MrtrError
 from ._journal import Pending, PendingPoll, qualified_name
+from ._util import Memo
 from ._values import REQUEST_TYPES, Answer, Request
 
 if TYPE_CHECKING:
@@ -217,31 +218,22 @@ PAUSE = Ask({})
 Need: TypeAlias = Ask | Step | Poll | Done
 
 
-_STYLES: dict[Handler, bool] = {}
+_STYLES: Memo[Handler, bool] = Memo()
 
 
 def is_generator_handler(handler: Handler) -> bool:
     """True for yield style, False for return style; `TypeError` for anything else."""
-    try:
-        return _STYLES[handler]
-    except (KeyError, TypeError):  # TypeError: an unhashable callable
-        pass
+    style = _STYLES.get(handler)
+    if style is not None:
+        return style
     if inspect.isasyncgenfunction(handler):
-        style = True
-    elif inspect.iscoroutinefunction(handler):
-        style = False
-    else:
-        raise TypeError(
-            f"a handler must be an `async def` function (yield style: an async generator; return "
-            f"style: a coroutine function), got {handler!r}"
-        )
-    try:
-        if len(_STYLES) >= 1024:
-            _STYLES.clear()
-        _STYLES[handler] = style
-    except TypeError:
-        pass
-    return style
+        return _STYLES.put(handler, True)
+    if inspect.iscoroutinefunction(handler):
+        return _STYLES.put(handler, False)
+    raise TypeError(
+        f"a handler must be an `async def` function (yield style: an async generator; return "
+        f"style: a coroutine function), got {handler!r}"
+    )
 
 
 class Flow:

@@ -27,6 +27,7 @@ import attrs
 import cbor2
 
 from ._errors import MrtrError
+from ._util import Memo
 from ._values import KIND_NAMES, Answer, Request, fingerprint_of
 
 __all__ = [
@@ -57,24 +58,16 @@ def qualified_name(fn: Callable[..., Any]) -> str:
     return getattr(target, "__qualname__", None) or type(fn).__qualname__
 
 
-_STEP_FINGERPRINTS: dict[Callable[..., Any], bytes] = {}
+_STEP_FINGERPRINTS: Memo[Callable[..., Any], bytes] = Memo()
 
 
 def step_fingerprint(fn: Callable[..., Any]) -> bytes:
     """A short digest naming a `step` (or `poll`) function: its qualified name, not its
     arguments, which may legitimately vary."""
-    try:
-        return _STEP_FINGERPRINTS[fn]
-    except (KeyError, TypeError):  # TypeError: an unhashable callable
-        pass
-    value = fingerprint_of("step", qualified_name(fn).encode())
-    try:
-        if len(_STEP_FINGERPRINTS) >= 1024:
-            _STEP_FINGERPRINTS.clear()
-        _STEP_FINGERPRINTS[fn] = value
-    except TypeError:
-        pass
-    return value
+    known = _STEP_FINGERPRINTS.get(fn)
+    if known is not None:
+        return known
+    return _STEP_FINGERPRINTS.put(fn, fingerprint_of("step", qualified_name(fn).encode()))
 
 
 def describe_fingerprint(value: bytes) -> str:

@@ -148,6 +148,7 @@ _TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
 )
 _Validator = validators.extend(Draft202012Validator, type_checker=_TYPES)  # type: ignore[no-untyped-call]
 
+
 class _Compiled:
     """A schema compiled: its required names, a jsonschema validator per property, and the
     fast checks (none when a property has no fast check). A schema with validation keywords

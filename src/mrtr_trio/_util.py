@@ -1,10 +1,42 @@
-"""Small helpers the package's `__init__` modules use."""
+"""Small helpers for the whole package: public names that report their public module, and a
+bounded memo."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-__all__ = ["fixup_module_metadata"]
+__all__ = ["Memo", "fixup_module_metadata"]
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class Memo(Generic[K, V]):
+    """A cache of values cheap enough to compute again: it forgets everything when it holds
+    *limit* of them, and an unhashable key is simply never cached."""
+
+    __slots__ = ("_limit", "_values")
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._limit = limit
+        self._values: dict[K, V] = {}
+
+    def get(self, key: K) -> V | None:
+        """The value remembered under *key*, or `None`."""
+        try:
+            return self._values.get(key)
+        except TypeError:  # unhashable
+            return None
+
+    def put(self, key: K, value: V) -> V:
+        """Remember *value* under *key* (if it is hashable); return *value*."""
+        try:
+            if len(self._values) >= self._limit:
+                self._values.clear()
+            self._values[key] = value
+        except TypeError:
+            pass
+        return value
 
 
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:

@@ -27,6 +27,7 @@ import blake3
 from ._content import SAMPLING_ANSWER, SAMPLING_MESSAGE, check_content
 from ._errors import InvalidInputResponse
 from ._schema import check_schema, content_problems, is_int, is_mapping, is_number
+from ._util import Memo
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -267,7 +268,7 @@ def elicit(message: str, schema: Mapping[str, Any]) -> ElicitRequest:
             return known[1]
     request = ElicitRequest(message, schema=_copy_json(schema))
     if key is not None:
-        _remember(_FORMS, key, (schema, request))
+        _FORMS.put(key, (schema, request))
     return request
 
 
@@ -279,7 +280,7 @@ def elicit_url(message: str, url: str) -> ElicitRequest:
     if type(message) is str and type(url) is str:
         known = _URLS.get(key)
         if known is None:
-            known = _remember(_URLS, key, ElicitRequest(message, url=url))
+            known = _URLS.put(key, ElicitRequest(message, url=url))
         return known
     return ElicitRequest(message, url=url)
 
@@ -301,10 +302,7 @@ def create_message(
     if type(messages) is str and model_preferences is None and metadata is None:
         stops = tuple(stop_sequences) if isinstance(stop_sequences, list) else stop_sequences
         key = (messages, max_tokens, system_prompt, temperature, stops, include_context)
-        try:
-            known = _SAMPLINGS.get(key)
-        except TypeError:  # an unhashable option: let the checks below name it
-            key, known = None, None
+        known = _SAMPLINGS.get(key)  # (an unhashable option is not cached: the checks name it)
         if known is not None:
             return known
     request = _create_message(
@@ -317,7 +315,7 @@ def create_message(
         include_context=include_context,
         metadata=metadata,
     )
-    return request if key is None else _remember(_SAMPLINGS, key, request)
+    return request if key is None else _SAMPLINGS.put(key, request)
 
 
 def _create_message(
@@ -366,19 +364,10 @@ def list_roots() -> ListRootsRequest:
 # The constructors' memory of requests already built (bounded: cleared when full). A hit costs
 # a lookup instead of a schema check and a fingerprint, which matters because every modern round
 # replays the handler and so rebuilds every request it asked before.
-_INTERN_LIMIT = 1024
-_FORMS: dict[tuple[str, int], tuple[Mapping[str, Any], ElicitRequest]] = {}
-_URLS: dict[tuple[str, str], ElicitRequest] = {}
-_SAMPLINGS: dict[tuple[Any, ...], CreateMessageRequest] = {}
-_V = TypeVar("_V")
+_FORMS: Memo[tuple[str, int], tuple[Mapping[str, Any], ElicitRequest]] = Memo()
+_URLS: Memo[tuple[str, str], ElicitRequest] = Memo()
+_SAMPLINGS: Memo[tuple[Any, ...], CreateMessageRequest] = Memo()
 _A = TypeVar("_A", "ElicitResult", "CreateMessageResult", "ListRootsResult")
-
-
-def _remember(cache: dict[Any, Any], key: Any, value: _V) -> _V:
-    if len(cache) >= _INTERN_LIMIT:
-        cache.clear()
-    cache[key] = value
-    return value
 
 
 def _copy_json(value: Any) -> Any:
