@@ -50,3 +50,32 @@ def test_the_session_ended_race_is_logged_where_mrtr_trio_filters_it() -> None:
 
     assert transport.logger.name == SDK_RACE_LOGGER
     assert f'logger.exception("{SDK_RACE_MESSAGE}")' in inspect.getsource(transport)
+
+
+async def test_middleware_runs_first_with_the_raw_params() -> None:
+    # mrtr_trio's requestState guard and inputResponses lift rely on Server.middleware (marked
+    # provisional in mcp 2.3) running before params are validated, with ctx.params a dict.
+    from typing import Any
+
+    from mcp import Client
+
+    from mrtr_trio.mcp._sdk import add_middleware
+
+    seen: list[Any] = []
+
+    async def record(ctx: Any, call_next: Any) -> Any:
+        if ctx.method == "tools/call":
+            seen.append(ctx.params)
+        return await call_next(ctx)
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        return types.CallToolResult(content=[])
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool(name="t", input_schema={"type": "object"})])
+
+    server: Server[Any] = Server("pins", on_call_tool=call_tool, on_list_tools=list_tools)
+    add_middleware(server, record)
+    async with Client(server, mode="2026-07-28") as client:
+        await client.call_tool("t", {"x": 1})
+    assert len(seen) == 1 and isinstance(seen[0], dict) and seen[0]["arguments"] == {"x": 1}

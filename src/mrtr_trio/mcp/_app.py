@@ -21,6 +21,7 @@ from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
 from ._log import log_calls, log_failure
 from ._registry import ArgumentsError, Entry, Kind, make_entry
+from ._sdk import add_middleware
 from ._tasks import (
     TASK_POLICIES,
     TASKS_EXTENSION,
@@ -111,9 +112,7 @@ class App:
             on_list_resource_templates=self._list_resource_templates,
             on_read_resource=self._read_resource,
         )
-        self.server.middleware.append(log_calls)
-        self.server.middleware.append(guard_request_state)
-        self.server.middleware.append(lift_input_responses)
+        add_middleware(self.server, log_calls, guard_request_state, lift_input_responses)
         self._tasks.register(self.server)
 
     def __repr__(self) -> str:

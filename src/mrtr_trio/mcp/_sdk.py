@@ -41,6 +41,7 @@ from typing import Any
 
 import anyio
 from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
 from mcp.shared.inbound import (
     MCP_NAME_HEADER,
     X_MCP_HEADER_KEY,
@@ -50,12 +51,22 @@ from mcp.shared.inbound import (
 
 __all__ = [
     "SDK_RACE_LOGGER",
+    "add_middleware",
     "SDK_RACE_MESSAGE",
     "X_MCP_HEADER_KEY",
     "invalid_header_annotation",
     "mcp_name_header",
     "quiet_known_sdk_races",
 ]
+
+
+def add_middleware(server: Server[Any], *entries: Any) -> None:
+    """Run *entries* before the SDK validates a request's params, in order.
+
+    `Server.middleware` is marked provisional in mcp 2.3 (hence the pinned range in
+    pyproject.toml); `tests/server/test_sdk_pins.py` checks that it still runs its entries
+    with the raw params, before validation."""
+    server.middleware.extend(entries)
 
 
 def mcp_name_header(ctx: ServerRequestContext[Any]) -> tuple[bool, str | None]:

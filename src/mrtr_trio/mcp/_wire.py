@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from .._errors import InvalidInputResponse, InvalidRequestState, MissingCapability, MrtrError
 from .._modern import InputRequired
-from .._values import ElicitRequest, Request
+from .._values import LEGACY_VERSIONS, Request
 
 __all__ = [
     "ANSWER_TYPES",
@@ -61,16 +61,10 @@ def sdk_request(request: Request, legacy_version: str | None = None) -> Any:
     """The SDK model of *request*: 2026-shaped, or for the legacy *legacy_version*."""
     if legacy_version is None:
         wire = request.to_wire()
-    elif isinstance(request, ElicitRequest):
-        wire = request.to_legacy_wire(_known_legacy(legacy_version))
-    else:
-        wire = request.to_legacy_wire()
+    else:  # a version the SDK negotiated but this release does not know reads as the newest
+        known = legacy_version if legacy_version in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
+        wire = request.to_legacy_wire(known)
     return _REQUEST_TYPES[request.method].model_validate(wire)
-
-
-def _known_legacy(version: str) -> str:
-    # Versions before 2025-06-18 have no mode field; treat them like 2025-06-18.
-    return version if version in ("2025-06-18", "2025-11-25") else "2025-06-18"
 
 
 def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:
