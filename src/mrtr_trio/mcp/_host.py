@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 from collections.abc import Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import cbor2
@@ -32,6 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._errors import InvalidInputResponse, InvalidRequestState
 from .._modern import Complete, InputRequired
 from .._runtime import Runtime
+from .._util import Memo
 from .._values import Request
 from ._registry import Entry
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
@@ -63,12 +65,23 @@ def is_modern(ctx: ServerRequestContext[Any]) -> bool:
     return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
-def client_capabilities(ctx: ServerRequestContext[Any]) -> dict[str, Any]:
-    """The client's declared capabilities as a dict (`{}` when it declared none)."""
+def client_capabilities(ctx: ServerRequestContext[Any]) -> Mapping[str, Any]:
+    """The client's declared capabilities as a read-only mapping (empty when it declared none).
+
+    A legacy session declares them once, so each declaration is dumped once (the mapping is
+    shared: read-only)."""
     declared = ctx.session.client_capabilities
     if declared is None:
-        return {}
-    return declared.model_dump(by_alias=True, mode="json", exclude_none=True)
+        return _NONE_DECLARED
+    known = _DUMPED.get(id(declared))
+    if known is not None and known[0] is declared:
+        return known[1]
+    dumped = MappingProxyType(declared.model_dump(by_alias=True, mode="json", exclude_none=True))
+    return _DUMPED.put(id(declared), (declared, dumped))[1]
+
+
+_NONE_DECLARED: Mapping[str, Any] = MappingProxyType({})
+_DUMPED: Memo[int, tuple[Any, Mapping[str, Any]]] = Memo()
 
 
 class RequestHost:

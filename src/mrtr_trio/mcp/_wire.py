@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from .._errors import InvalidInputResponse, InvalidRequestState, MissingCapability, MrtrError
 from .._modern import InputRequired
+from .._util import Memo
 from .._values import LEGACY_VERSIONS, Request
 
 __all__ = [
@@ -58,13 +59,29 @@ _PROMPT_MESSAGES: pydantic.TypeAdapter[list[types.PromptMessage]] = pydantic.Typ
 
 
 def sdk_request(request: Request, legacy_version: str | None = None) -> Any:
-    """The SDK model of *request*: 2026-shaped, or for the legacy *legacy_version*."""
+    """The SDK model of *request*: 2026-shaped, or for the legacy *legacy_version*.
+
+    Built once per request object and version (requests are frozen, and the constructors hand
+    back the same object for the same question), except a URL-mode elicitation on a legacy
+    session, which carries a fresh `elicitationId` each time it is asked."""
+    fresh = legacy_version is not None and getattr(request, "url", None) is not None
+    key = (id(request), legacy_version)
+    if not fresh:
+        known = _SDK_REQUESTS.get(key)
+        if known is not None and known[0] is request:
+            return known[1]
     if legacy_version is None:
         wire = request.to_wire()
     else:  # a version the SDK negotiated but this release does not know reads as the newest
-        known = legacy_version if legacy_version in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
-        wire = request.to_legacy_wire(known)
-    return _REQUEST_TYPES[request.method].model_validate(wire)
+        known_version = legacy_version if legacy_version in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
+        wire = request.to_legacy_wire(known_version)
+    model = _REQUEST_TYPES[request.method].model_validate(wire)
+    if not fresh:
+        _SDK_REQUESTS.put(key, (request, model))  # the request kept alive: its id stays its own
+    return model
+
+
+_SDK_REQUESTS: Memo[tuple[int, str | None], tuple[Request, Any]] = Memo()
 
 
 def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:
@@ -160,4 +177,9 @@ def resource_result(value: Any, uri: str, mime_type: str | None) -> types.ReadRe
 
 def answer_json(answer: pydantic.BaseModel) -> dict[str, Any]:
     """An SDK answer model as the client's JSON."""
+    if type(answer) is types.ElicitResult:  # the commonest answer, without a serializer pass
+        json: dict[str, Any] = {"action": answer.action}
+        if answer.content is not None:
+            json["content"] = dict(answer.content)
+        return json
     return answer.model_dump(by_alias=True, mode="json", exclude_none=True)
