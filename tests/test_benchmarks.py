@@ -121,3 +121,12 @@ def test_replace_block_rewrites_only_between_its_markers(tmp_path: Path) -> None
     )
     with pytest.raises(ValueError, match="baseline"):
         replace_block(page, "baseline", "x")
+
+
+def test_the_floor_benchmark_runs() -> None:
+    import trio
+
+    from benchmarks.floor import floor_us
+
+    cost = trio.run(floor_us, 20)
+    assert 0 < cost < 100_000  # microseconds: finite and sane, whatever the machine
