@@ -20,6 +20,7 @@ import blake3
 import cbor2
 import trio
 
+from mrtr_trio import Context
 from mrtr_trio._values import ElicitResult, trusted_elicit_result
 
 from . import flows
@@ -48,10 +49,6 @@ _TOKEN = binascii.b2a_base64(b"\2abcdxy" + _BODY + b"t" * 16, newline=False).dec
 _URLSAFE = str.maketrans("+/", "-_")
 
 
-class _Context:
-    pass
-
-
 async def _round() -> None:
     binding = blake3.blake3(
         cbor2.dumps(["plan_trip", {"traveller": "Ada"}, b""], canonical=True)
@@ -61,7 +58,7 @@ async def _round() -> None:
     blake3.blake3(binding + raw[:-16], key=_KEY).digest(16)
     body = cbor2.loads(raw[7:-16])
     answers = [trusted_elicit_result("accept", entry[2]) for entry in cbor2.loads(body[3])]
-    handler: Any = flows.plan_trip(_Context(), traveller="Ada")
+    handler: Any = flows.plan_trip(Context("modern", None), traveller="Ada")
     await handler.asend(None)
     for answer in answers:
         await handler.asend(answer)
