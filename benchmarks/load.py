@@ -27,6 +27,7 @@ import secrets
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncGenerator, Iterator
 from contextlib import contextmanager
@@ -67,6 +68,7 @@ async def confirm(ctx: Context, job: str) -> AsyncGenerator[Any, Any]:
 class Server:
     process: subprocess.Popen[str]
     url: str
+    logged: list[str] = attrs.field(factory=list)  # what it wrote to stderr
 
     def rss_mib(self) -> float:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
@@ -93,14 +95,29 @@ def serve() -> Iterator[Server]:
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert process.stderr is not None
+    drain: threading.Thread | None = None
     try:
-        assert process.stderr is not None
         line = process.stderr.readline()
         assert "serving" in line, line
-        yield Server(process, line.rsplit(" ", 1)[1].strip())
+        served = Server(process, line.rsplit(" ", 1)[1].strip())
+        # Keep reading what the server logs, or a full pipe would stall it mid-run.
+        drain = threading.Thread(target=_drain, args=(process.stderr, served.logged), daemon=True)
+        drain.start()
+        yield served
     finally:
         process.terminate()
         process.wait(timeout=30)
+        if drain is not None:
+            drain.join(timeout=5)  # it ends at the pipe's end
+        process.stderr.close()
+
+
+def _drain(stream: Any, logged: list[str]) -> None:
+    for line in stream:
+        logged.append(line)
+        if "Traceback" in line or "ERROR" in line:
+            print(f"server: {line}", end="", file=sys.stderr)
 
 
 def _server_env() -> dict[str, str]:

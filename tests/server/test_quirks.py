@@ -42,3 +42,25 @@ async def test_cancelled_legacy_calls_print_no_tracebacks(
     assert dropped, (
         "the SDK race did not occur; if the SDK fixed it, retire quiet_known_sdk_races in mcp/_sdk.py"
     )
+
+
+async def test_sessions_deleted_right_after_their_result_print_no_tracebacks() -> None:
+    # A client that DELETEs its session as soon as the result arrives can end the session
+    # before the result's response has formally ended; telling that ended session that the call
+    # was cancelled must not raise (hypercorn printed "Error in ASGI Framework" for it, and
+    # under load the unread log stalled a server whose stderr was a pipe). The race needs a
+    # server in its own process.
+    import httpx2
+
+    from benchmarks.load import legacy_flow, serve
+
+    with serve() as server:
+        limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
+        async with httpx2.AsyncClient(timeout=30, limits=limits) as http:
+            with trio.fail_after(60):
+                async with trio.open_nursery() as flows:
+                    for n in range(60):
+                        flows.start_soon(legacy_flow, http, server.url, f"job{n}")
+        await trio.sleep(0.5)
+        logged = list(server.logged)
+    assert not [line for line in logged if "Traceback" in line or "ERROR" in line], logged

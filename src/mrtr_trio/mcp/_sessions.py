@@ -21,6 +21,7 @@ through. Written on anyio, like the SDK, so any ASGI server can run it.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import anyio
@@ -31,6 +32,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ._wirewatch import AnswerWatch
 
 __all__ = ["SessionGuard"]
+
+log = logging.getLogger("mrtr_trio.mcp")
 
 #: How long telling a session something may take before it is given up.
 _TELL_TIMEOUT = 5.0
@@ -126,7 +129,10 @@ class SessionGuard:
         async def discard(message: Message) -> None:
             pass
 
-        await self._app(told, receive, discard)
+        try:
+            await self._app(told, receive, discard)
+        except Exception as error:  # the session ended meanwhile: there is no one to tell
+            log.debug("could not tell an ended session %s: %r", message.get("method"), error)
 
 
 def _legacy_session(scope: Scope) -> str | None:
