@@ -20,7 +20,6 @@ from mcp.shared.exceptions import MCPError
 from . import apps
 from .clients import CALLBACKS
 from .processes import APP_FILE, http_server
-from .raw import legacy_session
 from .test_sessions import _close, _initialize, _receive, _send
 from .test_transports import MODERN_META, post
 
@@ -30,18 +29,7 @@ YES = {"action": "accept", "content": {"confirm": True}}
 # ------------------------------------------------------------- disconnects mid-round
 
 
-async def test_http_legacy_client_disconnect_mid_round_closes_the_flow(
-    nursery: trio.Nursery,
-) -> None:
-    url = await nursery.start(apps.app.serve_http, "127.0.0.1", 0)
-    apps.reset_accounting()
-    async with legacy_session(url) as session:
-        async with session.call(
-            "tools/call", {"name": "tracked", "arguments": {"tag": "l"}}
-        ) as messages:
-            assert (await anext(messages))["method"] == "elicitation/create"
-        with trio.fail_after(1):
-            await apps.all_closed()
+# A legacy HTTP client that drops its connection: tests/server/test_sessions.py.
 
 
 async def test_http_modern_client_disconnect_mid_round_closes_the_flow(
