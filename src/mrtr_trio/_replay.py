@@ -96,6 +96,7 @@ __all__ = [
     "RunPoll",
     "RunStep",
     "Suspend",
+    "check_answer",
     "collect_answers",
 ]
 
@@ -680,18 +681,7 @@ def collect_answers(
         if key not in responses:
             again[key] = request
             continue
-        try:
-            answer = parse_answer(request, responses[key])
-        except InvalidInputResponse as error:
-            raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
-        # Both eras: what a token could not hold. Form content is flat (parse_answer checked
-        # it): only its strings can fail.
-        if isinstance(answer, ElicitResult):
-            problem = None if answer.content is None else record_problem(answer.content, False)
-        else:
-            problem = record_problem(answer.to_wire())
-        if problem is not None:
-            raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
+        answer = check_answer(key, request, responses[key])
         wrong = content_problems_for(request, answer)
         if wrong:
             again[key] = request
@@ -699,3 +689,23 @@ def collect_answers(
         else:
             answers[key] = answer
     return answers, again, problems
+
+
+def check_answer(key: str, request: Request, raw: Any) -> Answer:
+    """*raw* (client JSON or an answer object) as the answer to *request*, asked under *key*;
+    [InvalidInputResponse][mrtr_trio.InvalidInputResponse] naming the key when it is not shaped
+    like one, or holds what a token could not (too deep, or strings that are not Unicode).
+    Whether accepted content fits the requested schema is not checked here."""
+    try:
+        answer = parse_answer(request, raw)
+    except InvalidInputResponse as error:
+        raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
+    # Both eras: what a token could not hold. Form content is flat (parse_answer checked it):
+    # only its strings can fail.
+    if isinstance(answer, ElicitResult):
+        problem = None if answer.content is None else record_problem(answer.content, False)
+    else:
+        problem = record_problem(answer.to_wire())
+    if problem is not None:
+        raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
+    return answer

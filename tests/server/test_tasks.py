@@ -8,6 +8,7 @@ before the task; the capability gate and the error order; the same handler in th
 from __future__ import annotations
 
 import itertools
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,7 @@ async def rpc(
     }
     headers = {
         "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
         "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": method,
     }
@@ -122,7 +124,8 @@ async def rpc(
         "params": {**params, "_meta": meta},
     }
     async with httpx2.AsyncClient(timeout=10) as http:
-        response = await http.post(url, json=body, headers=headers)
+        # Escaped JSON (ensure_ascii): it can carry strings that are not Unicode, as a client may.
+        response = await http.post(url, content=json.dumps(body), headers=headers)
     return response.status_code, response.json()
 
 
@@ -226,6 +229,14 @@ async def test_partial_update_keeps_the_rest_pending_and_checks_every_answer(url
         and body["error"]["code"] == -32602
         and repr(second) in body["error"]["message"]
     )
+    assert set((await get(url, task_id))["inputRequests"]) == {first, second}
+    # So is an answer no token could hold (a lone surrogate), checked as in the other eras.
+    unusable = {"action": "accept", "content": {"name": "\ud800"}}
+    status, body = await rpc(
+        url, "tasks/update", {"taskId": task_id, "inputResponses": {second: unusable}}
+    )
+    assert status == 400 and body["error"]["code"] == -32602
+    assert "cannot be used" in body["error"]["message"]
     assert set((await get(url, task_id))["inputRequests"]) == {first, second}
 
     # One valid answer plus an unknown key: the answer is taken at once, the key ignored.

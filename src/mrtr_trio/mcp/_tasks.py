@@ -42,9 +42,9 @@ from .._errors import (
 )
 from .._flow import Step, step
 from .._modern import InputRequired
-from .._replay import Suspend
+from .._replay import Suspend, check_answer
 from .._runtime import Runtime
-from .._values import Answer, Request, parse_answer
+from .._values import Request
 from ._host import (
     RequestHost,
     client_capabilities,
@@ -305,7 +305,7 @@ class TaskFlow:
         naming its key and nothing is taken; keys not outstanding are ignored."""
         taken = {wire_key: raw for wire_key, raw in responses.items() if wire_key in self._asks}
         for wire_key, raw in taken.items():  # all of them, before any is taken
-            _parse(wire_key, self._asks[wire_key][1], raw)
+            check_answer(wire_key, self._asks[wire_key][1], raw)
         for wire_key, raw in taken.items():
             key, _ = self._asks.pop(wire_key)
             self._answers[key] = raw
@@ -362,13 +362,6 @@ class TaskFlow:
             self.tasks.store.clock(), status=status, input_requests=asks, **changes
         )
         await self.tasks.store.put(self.record)
-
-
-def _parse(key: str, request: Request, raw: Any) -> Answer:
-    try:
-        return parse_answer(request, raw)
-    except InvalidInputResponse as error:
-        raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
 
 
 def _result_json(result: types.CallToolResult) -> dict[str, Any]:
