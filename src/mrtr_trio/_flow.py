@@ -31,7 +31,7 @@ import attrs
 
 from ._errors import MrtrError
 from ._journal import Pending, PendingPoll, qualified_name
-from ._util import Memo
+from ._util import Memo, check_seconds
 from ._values import REQUEST_TYPES, Answer, Request
 
 if TYPE_CHECKING:
@@ -123,13 +123,9 @@ def poll(
     """
     if not callable(fn):
         raise TypeError(f"poll() needs a callable, got {fn!r}")
-    if isinstance(every, bool) or not isinstance(every, int | float) or not every > 0:
-        raise ValueError(f"every must be a positive number of seconds, got {every!r}")
-    if timeout is not None and (
-        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
-    ):
-        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
-    return Poll(fn, args, float(every), None if timeout is None else float(timeout))
+    return Poll(
+        fn, args, check_seconds("every", every), check_seconds("timeout", timeout, optional=True)
+    )
 
 
 @attrs.frozen

@@ -19,6 +19,7 @@ from ._modern import Complete, InputRequired, advance
 from ._replay import Finish
 from ._steps import StepStore
 from ._token import Keyring, StateCodec, binding_digest, check_keys
+from ._util import check_count, check_seconds
 from ._values import Request
 
 __all__ = ["Runtime", "StateInfo"]
@@ -35,23 +36,20 @@ def _float(value: Any) -> Any:
 
 
 def _seconds(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{attribute.name} must be a positive number of seconds, got {value!r}")
+    check_seconds(attribute.name, value)
     if attribute.name == "ttl" and math.isinf(value):
         raise ValueError("ttl must be finite")
 
 
 def _at_least(minimum: int) -> Callable[[Any, attrs.Attribute[Any], Any], None]:
     def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"{attribute.name} must be an int >= {minimum}, got {value!r}")
+        check_count(attribute.name, value, minimum)
 
     return check
 
 
 def _pacing(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ValueError(f"state_only_pacing must be >= 0 seconds, got {value!r}")
+    check_seconds(attribute.name, value, zero=True)
 
 
 def _replay_mode(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:

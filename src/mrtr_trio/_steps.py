@@ -36,6 +36,7 @@ import trio
 
 from ._errors import MrtrError, StepInProgress, StepStoreUnavailable
 from ._journal import qualified_name, recordable, strict_loads
+from ._util import check_count
 
 __all__ = [
     "Claim",
@@ -124,9 +125,7 @@ class MemoryStepStore:
     def __init__(
         self, max_entries: int = 100_000, *, clock: Callable[[], float] = time.monotonic
     ) -> None:
-        if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
-            raise ValueError(f"max_entries must be an int >= 1, got {max_entries!r}")
-        self.max_entries = max_entries
+        self.max_entries = check_count("max_entries", max_entries)
         self._clock = clock
         # key -> (expires at, value): value None while claimed.
         self._entries: dict[str, tuple[float, bytes | None]] = {}

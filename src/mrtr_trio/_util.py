@@ -1,11 +1,11 @@
-"""Small helpers for the whole package: public names that report their public module, and a
-bounded memo."""
+"""Small helpers for the whole package: public names that report their public module, a
+bounded memo, and the checks of numeric knobs."""
 
 from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Memo", "fixup_module_metadata"]
+__all__ = ["Memo", "check_count", "check_seconds", "fixup_module_metadata"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -68,3 +68,28 @@ def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
         obj = namespace[name]
         if isinstance(obj, type) or callable(obj):
             fix(obj)
+
+
+def check_seconds(name: str, value: Any, *, zero: bool = False, optional: bool = False) -> Any:
+    """*value*, a knob called *name*, as a float of seconds: a real number above zero (at
+    least zero with *zero*; `None` passes through with *optional*), else `ValueError` naming
+    the knob and the value."""
+    if optional and value is None:
+        return None
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (value >= 0 if zero else value > 0)
+    ):
+        kind = "non-negative" if zero else "positive"
+        alternative = " or None" if optional else ""
+        raise ValueError(f"{name} must be a {kind} number of seconds{alternative}, got {value!r}")
+    return float(value)
+
+
+def check_count(name: str, value: Any, minimum: int = 1) -> int:
+    """*value*, a knob called *name*: an int of at least *minimum* (not a bool), else
+    `ValueError` naming the knob and the value."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return value

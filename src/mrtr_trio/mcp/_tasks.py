@@ -44,6 +44,7 @@ from .._flow import Step, step
 from .._modern import InputRequired
 from .._replay import Suspend, check_answer
 from .._runtime import Runtime
+from .._util import check_count, check_seconds
 from .._values import Request
 from ._host import (
     RequestHost,
@@ -401,18 +402,14 @@ class Tasks:
         poll_interval: float | None = 1.0,
         max_flows: int = 1000,
     ) -> None:
-        if ttl is not None and not (isinstance(ttl, int | float) and ttl > 0):
-            raise ValueError(f"task_ttl must be a positive number of seconds or None, got {ttl!r}")
-        if poll_interval is not None and not (
-            isinstance(poll_interval, int | float) and poll_interval > 0
-        ):
-            raise ValueError(f"task_poll_interval must be positive seconds, got {poll_interval!r}")
         self.runtime = runtime
         self.audience = audience
         self.store: TaskStore = store if store is not None else MemoryTaskStore()
-        self.ttl = None if ttl is None else float(ttl)
-        self.poll_interval = None if poll_interval is None else float(poll_interval)
-        self.max_flows = max_flows
+        self.ttl: float | None = check_seconds("task_ttl", ttl, optional=True)
+        self.poll_interval: float | None = check_seconds(
+            "task_poll_interval", poll_interval, optional=True
+        )
+        self.max_flows = check_count("max_flows", max_flows)
         self._by_task: dict[str, TaskFlow] = {}
         self._flows: set[TaskFlow] = set()
 

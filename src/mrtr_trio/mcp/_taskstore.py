@@ -20,6 +20,8 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
+from .._util import check_count
+
 __all__ = [
     "MemoryTaskStore",
     "TERMINAL_STATUSES",
@@ -143,9 +145,7 @@ class MemoryTaskStore:
     """
 
     def __init__(self, max_tasks: int = 1000, *, clock: Callable[[], float] = time.time) -> None:
-        if not isinstance(max_tasks, int) or isinstance(max_tasks, bool) or max_tasks < 1:
-            raise ValueError(f"max_tasks must be an int >= 1, got {max_tasks!r}")
-        self.max_tasks = max_tasks
+        self.max_tasks = check_count("max_tasks", max_tasks)
         self.clock = clock
         self._records: dict[str, TaskRecord] = {}
 
