@@ -256,3 +256,20 @@ def test_missing_capabilities_names_only_what_is_missing() -> None:
         "elicitation": {"form": {}},
         "sampling": {},
     }
+
+
+def test_constructors_hand_back_an_equal_request_only_when_it_is_the_same() -> None:
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    assert elicit("Go?", schema) is elicit("Go?", schema)  # replays rebuild it: interned
+    schema["properties"]["ok"] = {"type": "string"}  # changed in place: a new request
+    assert elicit("Go?", schema).schema["properties"]["ok"] == {"type": "string"}
+    assert create_message("hi", max_tokens=5) is create_message("hi", max_tokens=5)
+    # Equal keys of other types are other requests: what a fresh process would build.
+    create_message("hi", max_tokens=1)
+    with pytest.raises(ValueError, match="max_tokens must be a positive int"):
+        create_message("hi", max_tokens=True)
+    whole = create_message("hi", max_tokens=5, temperature=1)
+    real = create_message("hi", max_tokens=5, temperature=1.0)
+    assert real.to_wire()["params"]["temperature"] == 1.0
+    assert type(real.to_wire()["params"]["temperature"]) is float
+    assert type(whole.to_wire()["params"]["temperature"]) is int

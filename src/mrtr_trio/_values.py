@@ -301,7 +301,10 @@ def create_message(
     key: tuple[Any, ...] | None = None
     if type(messages) is str and model_preferences is None and metadata is None:
         stops = tuple(stop_sequences) if isinstance(stop_sequences, list) else stop_sequences
-        key = (messages, max_tokens, system_prompt, temperature, stops, include_context)
+        # Types too: 1, 1.0 and True are equal keys, but not equal requests (True is refused,
+        # and 1 and 1.0 have different wire forms, so different fingerprints).
+        key = (messages, max_tokens, type(max_tokens), system_prompt, temperature)
+        key += (type(temperature), stops, include_context)
         known = _SAMPLINGS.get(key)  # (an unhashable option is not cached: the checks name it)
         if known is not None:
             return known
