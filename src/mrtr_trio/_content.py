@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, TypeAlias
 
+from ._util import short_repr as _describe
+
 __all__ = ["SAMPLING_ANSWER", "SAMPLING_MESSAGE", "check_content"]
 
 #: A field check: the problem with a value (`"must be a string"`), or `None`.
@@ -89,6 +91,13 @@ _KINDS: dict[str, tuple[dict[str, _Check], dict[str, _Check]]] = {
     ),
 }
 _COMMON: dict[str, _Check] = {"annotations": _OBJECT, "_meta": _OBJECT}
+#: kind → the fields a block of it keeps.
+_KNOWN = {
+    kind: frozenset({"type", *required, *optional, *_COMMON})
+    for kind, (required, optional) in _KINDS.items()
+}
+#: kind → its optional fields and the common ones, with their checks.
+_OPTIONAL = {kind: {**optional, **_COMMON} for kind, (_, optional) in _KINDS.items()}
 
 #: The kinds a sampling answer carries (the request offers the client's LLM no tools).
 SAMPLING_ANSWER = ("text", "image", "audio")
@@ -119,8 +128,7 @@ def _checked(block: object, where: str, kinds: tuple[str, ...]) -> Mapping[str, 
     if problem is not None:
         raise (ValueError if isinstance(block, Mapping) else TypeError)(f"{where} {problem}")
     assert isinstance(block, Mapping)
-    required, optional = _KINDS[block["type"]]
-    known = {"type", *required, *optional, *_COMMON}
+    known = _KNOWN[block["type"]]
     return {name: value for name, value in block.items() if name in known}
 
 
@@ -130,21 +138,16 @@ def _block_problem(block: object, kinds: tuple[str, ...]) -> str | None:
     kind = block["type"]
     if kind not in kinds:
         return f"has type {_describe(kind)}; expected one of {', '.join(kinds)}"
-    required, optional = _KINDS[kind]
+    required, _ = _KINDS[kind]
     for name, check in required.items():
         if name not in block:
             return f"({kind}) lacks {name}"
         problem = check(block[name])
         if problem is not None:
             return f"({kind}) {name} {problem}"
-    for name, check in {**optional, **_COMMON}.items():
+    for name, check in _OPTIONAL[kind].items():
         if name in block and block[name] is not None:
             problem = check(block[name])
             if problem is not None:
                 return f"({kind}) {name} {problem}"
     return None
-
-
-def _describe(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."

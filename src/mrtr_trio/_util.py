@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Memo", "check_count", "check_seconds", "fixup_module_metadata"]
+__all__ = ["Memo", "check_count", "check_seconds", "fixup_module_metadata", "short_repr"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -93,3 +93,9 @@ def check_count(name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
     return value
+
+
+def short_repr(value: object) -> str:
+    """*value*'s repr for an error message, cut to 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -28,6 +28,7 @@ from ._content import SAMPLING_ANSWER, SAMPLING_MESSAGE, check_content
 from ._errors import InvalidInputResponse
 from ._schema import check_schema, content_problems, is_int, is_mapping, is_number
 from ._util import Memo
+from ._util import short_repr as _describe
 
 __all__ = [
     "ALL_CAPABILITIES",
@@ -622,7 +623,7 @@ def _parse_sampling(json: Mapping[str, Any]) -> CreateMessageResult:
         blocks = check_content(content, "content", SAMPLING_ANSWER)
     except (TypeError, ValueError) as problem:
         raise InvalidInputResponse(f"a sampling answer has a bad content: {problem}") from None
-    return CreateMessageResult(role, blocks, model, stop_reason)
+    return trusted_answer(CreateMessageResult, role, blocks, model, stop_reason)  # all checked
 
 
 def _parse_roots(json: Mapping[str, Any]) -> ListRootsResult:
@@ -713,8 +714,3 @@ def _is_content_value(value: object) -> bool:
     if isinstance(value, str | bool) or is_number(value):
         return True
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
-
-
-def _describe(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
