@@ -9,20 +9,21 @@ turn ([InputRequired][mrtr_trio.InputRequired], with a fresh token for the machi
 
 from __future__ import annotations
 
+import functools
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from ._context import Context, Host
 from ._drive import Turn, drive
-from ._errors import InvalidInputResponse, StepStoreUnavailable
+from ._errors import InvalidInputResponse
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
 from ._replay import Finish, Replay, Rules
 from ._schema import is_mapping
-from ._steps import StepStore, call_step
+from ._steps import StepStore, ask_store, call_step
 from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
 from ._values import Request
 
@@ -87,8 +88,12 @@ async def advance(
     flow = open_flow(handler, ctx, arguments, cursor.pending, cursor.payload)
 
     async def run_step(step: Step) -> Any:
-        so_far = machine.so_far()
-        key = _once(lambda: codec.step_key(so_far, binding, len(so_far.journal)))
+        # The machine stands still while the step runs: its key is derived when first asked for.
+        @functools.cache
+        def key() -> str:
+            so_far = machine.so_far()
+            return codec.step_key(so_far, binding, len(so_far.journal))
+
         return await call_step(step.fn, step.args, key, store, runtime.ttl)
 
     action = await drive(flow, machine, turn, run_step, codec.clock)
@@ -101,27 +106,12 @@ async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) 
     """`single_use=True`: claim the token in the store, or refuse it as used."""
     assert store is not None  # the runtime requires a store for single_use
     remaining = max(1.0, cursor.issued_at + cursor.lifetime - codec.clock())
-    try:
-        claim = await store.claim(f"mrtr_trio:token:{cursor.token_id.hex()}", remaining)
-    except Exception as error:
-        raise StepStoreUnavailable(
-            f"cannot check that this requestState is used once: the step store failed "
-            f"({type(error).__name__}: {error})"
-        ) from error
+    claim = await ask_store(
+        store.claim(f"mrtr_trio:token:{cursor.token_id.hex()}", remaining),
+        "cannot check that this requestState is used once",
+    )
     if claim.status != "won":
         codec.reject("already used (single_use=True)")
-
-
-def _once(make: Callable[[], str]) -> Callable[[], str]:
-    """*make*, called at most once."""
-    made: list[str] = []
-
-    def get() -> str:
-        if not made:
-            made.append(make())
-        return made[0]
-
-    return get
 
 
 def _check_arguments(arguments: object) -> None:

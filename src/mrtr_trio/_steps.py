@@ -42,6 +42,7 @@ __all__ = [
     "Claim",
     "MemoryStepStore",
     "StepStore",
+    "ask_store",
     "call",
     "call_step",
     "step_key",
@@ -202,7 +203,7 @@ async def call_step(
         return await _call(fn, args, key)
     name = qualified_name(fn)
     store_key = f"mrtr_trio:step:{key()}"
-    claim = await _ask_store(store.claim(store_key, ttl), name)
+    claim = await ask_store(store.claim(store_key, ttl), *_unrecorded(name))
     if claim.status == "busy":
         claim = await _wait_for(store, store_key, name, ttl)
     if claim.status == "done":
@@ -217,7 +218,7 @@ async def call_step(
     # The step ran: a value that cannot be recorded fails the round as it would without a
     # store, and keeps the claim, so that a retry does not run the step again.
     value = recordable(value, f"step {name}")
-    await _ask_store(store.record(store_key, cbor2.dumps(value), ttl), name)
+    await ask_store(store.record(store_key, cbor2.dumps(value), ttl), *_unrecorded(name))
     return value
 
 
@@ -243,9 +244,9 @@ async def _wait_for(store: StepStore, key: str, name: str, ttl: float) -> Claim:
     while trio.current_time() < deadline:
         await trio.sleep(delay)
         delay = min(delay * 2, 0.25)
-        found: Claim | None = await _ask_store(store.read(key), name)
+        found = await ask_store(store.read(key), *_unrecorded(name))
         if found is None:  # the other presentation failed and released it: try to run it
-            found = await _ask_store(store.claim(key, ttl), name)
+            found = await ask_store(store.claim(key, ttl), *_unrecorded(name))
             if found.status == "won":
                 return found
         elif found.status == "done":
@@ -256,18 +257,23 @@ async def _wait_for(store: StepStore, key: str, name: str, ttl: float) -> Claim:
     )
 
 
-async def _ask_store(call: Awaitable[Any], name: str, *, quiet: bool = False) -> Any:
+async def ask_store(call: Awaitable[_T], failed: str, why: str = "") -> _T:
+    """Await *call*, an operation of a step store; any error it raises becomes
+    [StepStoreUnavailable][mrtr_trio.StepStoreUnavailable] saying what *failed*, the error and
+    *why* that matters."""
     try:
         return await call
-    except (StepStoreUnavailable, trio.Cancelled):
+    except StepStoreUnavailable:
         raise
     except Exception as error:
-        if quiet:
-            return None
         raise StepStoreUnavailable(
-            f"step {name} did not run: the step store failed ({type(error).__name__}: "
-            f"{error}); a step never runs unrecorded"
+            f"{failed}: the step store failed ({type(error).__name__}: {error}){why}"
         ) from error
+
+
+def _unrecorded(name: str) -> tuple[str, str]:
+    """What [ask_store][mrtr_trio._steps.ask_store] says when a step's store fails."""
+    return f"step {name} did not run", "; a step never runs unrecorded"
 
 
 def _decode(value: bytes | None, name: str) -> Any:
