@@ -237,8 +237,6 @@ class Flow:
 
     __slots__ = ("name",)
 
-    #: True for yield-style flows, which are replayed from a journal on modern requests.
-    replayable: bool
     name: str
 
     async def start(self) -> Need:
@@ -274,7 +272,6 @@ class GeneratorFlow(Flow):
     """A yield-style handler: an async generator kept suspended between needs."""
 
     __slots__ = ("_agen", "_paused", "_singles")
-    replayable = True
 
     def __init__(self, handler: Handler, ctx: Context, arguments: Mapping[str, Any]) -> None:
         self.name = qualified_name(handler)
@@ -343,7 +340,6 @@ class ReturnFlow(Flow):
     """A return-style handler: called again, from the top, each time it gets its answers."""
 
     __slots__ = ("_arguments", "_ctx", "_handler", "_payload", "_pending")
-    replayable = False
 
     def __init__(
         self,

@@ -448,7 +448,7 @@ class Replay:
                 responses,
                 "need matches the pending ask, all answered",
             )
-        return self._diverge(_describe_pending(pending), need)
+        return self._diverge(_describe_entry(pending), need)
 
     def _live(self, need: Need) -> Action:
         kind = type(need)
@@ -531,14 +531,13 @@ class Replay:
             self._go("answered, some invalid or missing")
         else:
             self._go("need matches the pending ask, some unanswered")
-        if problems:
-            log.info(
-                "%s: asking again: %s",
-                self.name,
-                "; ".join(f"the answer to {key!r} {text}" for key, text in problems.items()),
-            )
         if not problems:
             return Suspend(to_ask)
+        log.info(
+            "%s: asking again: %s",
+            self.name,
+            "; ".join(f"the answer to {key!r} {text}" for key, text in problems.items()),
+        )
         return Suspend(
             {key: _explained(r, problems.get(key)) for key, r in to_ask.items()}, problems
         )
@@ -615,7 +614,8 @@ def _recorded_value(entry: Entry, need: Need) -> Any:
     return _MISMATCH
 
 
-def _describe_entry(entry: Entry) -> str:
+def _describe_entry(entry: Entry | Pending) -> str:
+    """A journal entry, or a pending ask, as the divergence message names it."""
     if isinstance(entry, StepResult):
         return f"a step ({describe_fingerprint(entry.fingerprint)})"
     if isinstance(entry, AnsweredOne):
@@ -624,14 +624,6 @@ def _describe_entry(entry: Entry) -> str:
         return "pause()"
     return ", ".join(
         f"{key!r} ({describe_fingerprint(fp)})" for key, fp in entry.fingerprints.items()
-    )
-
-
-def _describe_pending(pending: Pending) -> str:
-    if not pending.fingerprints:
-        return "pause()"
-    return ", ".join(
-        f"{key!r} ({describe_fingerprint(fp)})" for key, fp in pending.fingerprints.items()
     )
 
 
