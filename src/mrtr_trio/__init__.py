@@ -44,11 +44,11 @@ from ._flow import (
     poll,
     step,
 )
+from ._keys import EphemeralKeyWarning
 from ._live import AskFunction
 from ._modern import Complete, InputRequired
 from ._runtime import Runtime, StateInfo
 from ._steps import Claim, MemoryStepStore, StepStore, step_key
-from ._token import EphemeralKeyWarning
 from ._util import fixup_module_metadata
 from ._values import (
     Answer,

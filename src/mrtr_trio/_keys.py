@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import os
 import re
 import secrets
 import sys
+import warnings
 from pathlib import Path
 
-from ._token import MIN_KEY_BYTES, warn_ephemeral
+from ._token import MIN_KEY_BYTES
 
 __all__ = [
     "ENVIRONMENT_VARIABLE",
+    "EphemeralKeyWarning",
     "default_keys",
     "environment_keys",
     "generate_key",
@@ -41,9 +44,13 @@ _BASE64URL = re.compile(r"[A-Za-z0-9_-]+={0,2}")
 _PACKAGE = str(Path(__file__).resolve().parent) + os.sep
 
 
+class EphemeralKeyWarning(UserWarning):
+    """`Runtime(keys=None)`: state will not survive a restart or reach another process."""
+
+
 def generate_key() -> str:
     """A fresh random 32-byte key, as unpadded base64url (43 characters)."""
-    return base64.urlsafe_b64encode(secrets.token_bytes(MIN_KEY_BYTES)).rstrip(b"=").decode()
+    return secrets.token_urlsafe(MIN_KEY_BYTES)
 
 
 def parse_keys(text: str, *, source: str = ENVIRONMENT_VARIABLE) -> list[bytes]:
@@ -98,7 +105,21 @@ def default_keys() -> tuple[bytes, ...]:
     keys = environment_keys()
     if keys is not None:
         return tuple(keys)
-    return warn_ephemeral(stacklevel=_user_stacklevel())
+    warnings.warn(
+        "Runtime(keys=None) signs requestState with a random per-process key: in-flight "
+        "modern flows will not survive a restart or reach another process. Set MRTR_TRIO_KEYS "
+        "(make a key with `mrtr-trio keygen`) or pass keys=[secret] (at least 32 bytes) to "
+        "scale out.",
+        EphemeralKeyWarning,
+        stacklevel=_user_stacklevel(),
+    )
+    return (_process_key(),)
+
+
+@functools.cache
+def _process_key() -> bytes:
+    """This process's random key, made on first use."""
+    return secrets.token_bytes(MIN_KEY_BYTES)
 
 
 def _user_stacklevel() -> int:

@@ -28,10 +28,7 @@ import functools
 import hmac
 import logging
 import math
-import re
-import secrets
 import time
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -68,10 +65,10 @@ from ._values import (
 
 __all__ = [
     "FLOW_ID_BYTES",
-    "EphemeralKeyWarning",
     "Keyring",
     "MIN_KEY_BYTES",
     "StateCodec",
+    "b64url",
     "binding_digest",
     "decode_cursor",
     "encode_cursor",
@@ -101,11 +98,10 @@ _KDF_ENCRYPT = "mrtr_trio 2026-12-01 requestState ChaCha20-Poly1305 key"
 _KDF_NONCE = "mrtr_trio 2026-12-01 requestState synthetic nonce"
 _KDF_STEP = "mrtr_trio 2026-12-01 step idempotency key"
 
-_B64URL = re.compile(r"[A-Za-z0-9_-]*")
 
-
-class EphemeralKeyWarning(UserWarning):
-    """`Runtime(keys=None)`: state will not survive a restart or reach another process."""
+def b64url(raw: bytes) -> str:
+    """*raw* as unpadded base64url, the alphabet of tokens and keys."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def binding_digest(identity: str, arguments: Mapping[str, Any], bind: bytes) -> bytes:
@@ -296,15 +292,13 @@ def _is_time(value: Any) -> bool:
     return type(value) is int and 0 <= value < _MAX_TIME
 
 
-def encode_cursor(
-    cursor: Cursor, issued_at: int | None = None, lifetime: int | None = None
-) -> bytes:
-    """The cursor as compact CBOR (stamped with *issued_at* and *lifetime* when given)."""
+def encode_cursor(cursor: Cursor, issued_at: int, lifetime: int) -> bytes:
+    """The cursor as compact CBOR, stamped with *issued_at* and *lifetime*."""
     return cbor2.dumps(
         [
             cursor.rounds,
-            cursor.issued_at if issued_at is None else issued_at,
-            cursor.lifetime if lifetime is None else lifetime,
+            issued_at,
+            lifetime,
             _encode_journal(cursor),
             _pending_to_cbor(cursor.pending),
             cursor.payload,
@@ -391,17 +385,6 @@ def _chacha(key: bytes) -> Any:
     return ChaCha20Poly1305(key)
 
 
-_process_key: bytes | None = None
-
-
-def ephemeral_key() -> bytes:
-    """The random per-process key (made on first use)."""
-    global _process_key
-    if _process_key is None:
-        _process_key = secrets.token_bytes(MIN_KEY_BYTES)
-    return _process_key
-
-
 def check_keys(keys: object) -> tuple[bytes, ...]:
     """*keys* as a tuple of byte strings, or `TypeError`/`ValueError` saying what is wrong."""
     if isinstance(keys, bytes | bytearray | str) or not isinstance(keys, Sequence):
@@ -419,19 +402,6 @@ def check_keys(keys: object) -> tuple[bytes, ...]:
             )
         checked.append(bytes(key))
     return tuple(checked)
-
-
-def warn_ephemeral(stacklevel: int) -> tuple[bytes, ...]:
-    """Warn that state is signed with the per-process key, and return that key."""
-    warnings.warn(
-        "Runtime(keys=None) signs requestState with a random per-process key: in-flight "
-        "modern flows will not survive a restart or reach another process. Set MRTR_TRIO_KEYS "
-        "(make a key with `mrtr-trio keygen`) or pass keys=[secret] (at least 32 bytes) to "
-        "scale out.",
-        EphemeralKeyWarning,
-        stacklevel=stacklevel + 1,
-    )
-    return (ephemeral_key(),)
 
 
 @attrs.frozen
@@ -458,19 +428,9 @@ class Keyring:
         self._signing = derived[0]
         self._by_id = {k.key_id: k for k in reversed(derived)}
 
-    @property
-    def key_ids(self) -> tuple[bytes, ...]:
-        """The ids of the keys that verify, the signing key first."""
-        return (self._signing.key_id, *(i for i in self._by_id if i != self._signing.key_id))
-
     def check_cipher(self) -> None:
         """Raise `ImportError` naming the extra when encryption is not available."""
         self._signing.cipher  # noqa: B018 - made on first use; this makes it now
-
-    @property
-    def signing_key_id(self) -> bytes:
-        """The id of the key that signs."""
-        return self._signing.key_id
 
     def sign(self, body: bytes, binding: bytes, *, encrypt: bool = False) -> bytes:
         """`header | body | tag` under the signing key (`encrypt`: `header | nonce |
@@ -527,7 +487,7 @@ class Keyring:
         *key_id* (the one that verified the flow's token, or the signing key)."""
         key = self._by_id.get(key_id, self._signing)
         digest = blake3.blake3(material, key=key.step_key).digest(STEP_KEY_BYTES)
-        return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+        return b64url(digest)
 
 
 def _decrypt(key: _Key, sealed: bytes, associated: bytes) -> bytes | None:
@@ -601,7 +561,7 @@ class StateCodec:
         """A token for *cursor* (issue time now, lifetime `ttl`), bound to *binding*."""
         body = encode_cursor(cursor, int(self.clock()), math.ceil(self.ttl))
         raw = self.keyring.sign(body, binding, encrypt=self.encrypt)
-        token = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        token = b64url(raw)
         if len(token) > self.max_state_bytes:
             raise MrtrError(
                 f"the requestState for this flow would be {len(token)} bytes, over "
@@ -621,7 +581,7 @@ class StateCodec:
         material = b"".join(
             (cursor.flow_id, binding, position.to_bytes(8, "big"), _encode_journal(cursor))
         )
-        return self.keyring.step_key(cursor.key_id or self.keyring.signing_key_id, material)
+        return self.keyring.step_key(cursor.key_id, material)
 
     def open(self, token: object, binding: bytes, *, check_expiry: bool = True) -> Cursor:
         """The cursor in *token*; [InvalidRequestState][mrtr_trio.InvalidRequestState] (reason

@@ -21,6 +21,7 @@ import attrs
 from .._errors import InvalidRequestState, NondeterminismError
 from .._flow import is_generator_handler
 from .._runtime import Runtime
+from .._token import b64url
 from ._probe import probe, wire_of
 from ._runners import wire_text
 
@@ -51,7 +52,7 @@ class RecordedState:
 
     def to_json(self) -> dict[str, Any]:
         """`{"requestState", "arguments", "bind" (unpadded base64url), "label"}`."""
-        bind = base64.urlsafe_b64encode(self.bind).rstrip(b"=").decode("ascii")
+        bind = b64url(self.bind)
         return {
             "requestState": self.request_state,
             "arguments": dict(self.arguments),
