@@ -160,14 +160,15 @@ class _Compiled:
     def __init__(self, schema: Mapping[str, Any]) -> None:
         properties: Mapping[str, Any] = schema.get("properties", {})
         self.required: tuple[str, ...] = tuple(schema.get("required", ()))
-        self.validators = {
-            name: _Validator(prop, format_checker=FORMATS) for name, prop in properties.items()
-        }
         self.whole = None
         self.checks: dict[str, Callable[[Any], bool]] | None = None
+        self.validators: dict[str, Any] = {}
         if not set(schema) <= _OBJECT_KEYWORDS | _ANNOTATIONS:
             self.whole = _Validator(schema, format_checker=FORMATS)
             return
+        self.validators = {
+            name: _Validator(prop, format_checker=FORMATS) for name, prop in properties.items()
+        }
         checks = {name: _fast_check(prop) for name, prop in properties.items()}
         if None not in checks.values():
             self.checks = checks  # type: ignore[assignment]
@@ -404,19 +405,3 @@ def is_number(value: object) -> bool:
         and not isinstance(value, bool)
         and not (isinstance(value, float) and not math.isfinite(value))
     )
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__

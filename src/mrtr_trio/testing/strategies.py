@@ -29,6 +29,7 @@ from typing import Any, Literal, TypeAlias
 import attrs
 from hypothesis import strategies as st
 
+from .. import _values
 from .._context import Context
 from .._flow import done, pause, step
 from .._schema import check_schema, content_problems
@@ -66,8 +67,8 @@ __all__ = [
 ]
 
 #: The elicitation actions [answers_for][mrtr_trio.testing.strategies.answers_for] draws from by
-#: default.
-ACTIONS: tuple[str, ...] = ("accept", "decline", "cancel")
+#: default: every action there is.
+ACTIONS: tuple[str, ...] = _values.ACTIONS
 
 # The range CBOR carries without tags (major types 0 and 1).
 _WORD = string.ascii_letters + string.digits
