@@ -52,8 +52,9 @@ def test_malformed_sampling_content_is_an_invalid_input_response(content: Any, e
 
 @pytest.mark.parametrize(("content", "error"), BAD_SAMPLING_CONTENT)
 def test_sampling_answer_values_refuse_malformed_content(content: Any, error: str) -> None:
-    with pytest.raises((TypeError, ValueError)):
+    with pytest.raises((TypeError, ValueError)) as raised:
         CreateMessageResult("assistant", content, "m")
+    assert error in str(raised.value)
 
 
 async def _sample(ctx: Context):
