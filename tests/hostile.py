@@ -184,20 +184,22 @@ async def _mint(handler: str, arguments: dict[str, Any]) -> str:
 # ------------------------------------------------------------------------------- families
 
 
-def _decode(token: str) -> bytes:
+def decode(token: str) -> bytes:
+    """A token's bytes (its base64url decoded, padding optional)."""
     return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
 
 
-def _encode(raw: bytes) -> str:
+def encode(raw: bytes) -> str:
+    """*raw* as a token: unpadded base64url."""
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 def bit_flips(real: Real) -> Iterator[str]:
-    raw = _decode(real.token)
+    raw = decode(real.token)
     for bit in range(len(raw) * 8):
         flipped = bytearray(raw)
         flipped[bit // 8] ^= 1 << (bit % 8)
-        yield _encode(bytes(flipped))
+        yield encode(bytes(flipped))
 
 
 def substitutions(real: Real) -> Iterator[str]:
@@ -223,7 +225,7 @@ def extensions(real: Real, rng: random.Random) -> Iterator[str]:
 
 
 def base64_variants(real: Real) -> Iterator[str]:
-    raw = _decode(real.token)
+    raw = decode(real.token)
     token = real.token
     yield base64.urlsafe_b64encode(raw).decode("ascii")  # padded
     yield base64.b64encode(raw).decode("ascii")  # standard alphabet
@@ -243,9 +245,9 @@ def base64_variants(real: Real) -> Iterator[str]:
     yield token.replace("A", "\uff21")  # full-width
     yield "\ufeff" + token  # byte-order mark
     for cut in range(1, 4):  # re-encodings of a shifted byte stream
-        yield _encode(raw[cut:])
-        yield _encode(raw[:-cut])
-        yield _encode(b"\x00" * cut + raw)
+        yield encode(raw[cut:])
+        yield encode(raw[:-cut])
+        yield encode(b"\x00" * cut + raw)
 
 
 def swaps(real: Real) -> Iterator[tuple[str, Target]]:
@@ -267,7 +269,7 @@ def garbage(rng: random.Random, lengths: tuple[int, ...]) -> Iterator[str]:
     for length in lengths:
         for alphabet in alphabets:
             yield "".join(rng.choice(alphabet) for _ in range(length))
-        yield _encode(rng.randbytes(length))
+        yield encode(rng.randbytes(length))
 
 
 # ------------------------------------------------------------------- signed malformed bodies
@@ -279,11 +281,11 @@ def sign(real: Real, body: bytes) -> str:
     target = real.target
     handler = HANDLERS[target.handler]
     binding = binding_digest(qualified_name(handler), target.arguments, target.bind)
-    return _encode(target.runtime._codec.keyring.sign(body, binding))
+    return encode(target.runtime._codec.keyring.sign(body, binding))
 
 
 def body_of(real: Real) -> bytes:
-    return _decode(real.token)[_HEADER_BYTES:-TAG_BYTES]  # see docs/state.md
+    return decode(real.token)[_HEADER_BYTES:-TAG_BYTES]  # see docs/state.md
 
 
 HOSTILE_VALUES: list[Any] = [

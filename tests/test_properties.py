@@ -6,7 +6,6 @@ run exactly once, every generator closed, recorded tokens replay) at least 50 ea
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import string
 from collections.abc import Callable
@@ -27,6 +26,8 @@ from mrtr_trio.testing import (
     run_modern,
 )
 from mrtr_trio.testing import strategies as mst
+
+from .hostile import decode, encode
 
 ERA_FLOWS = max(500, settings.default.max_examples)
 # The other properties: 50 examples in CI (each draws and runs a whole flow), more in "long".
@@ -126,12 +127,12 @@ async def test_every_generator_is_closed_even_when_the_client_fails(
 
 def tampered(token: str) -> st.SearchStrategy[str]:
     """Every way a client might alter a token: characters, bits, length."""
-    raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+    raw = decode(token)
 
     def flip(position: int, bit: int) -> str:
         changed = bytearray(raw)
         changed[position] ^= 1 << bit
-        return base64.urlsafe_b64encode(bytes(changed)).rstrip(b"=").decode()
+        return encode(bytes(changed))
 
     return st.one_of(
         st.tuples(st.integers(0, len(token) - 1), st.sampled_from(B64URL))
@@ -140,9 +141,7 @@ def tampered(token: str) -> st.SearchStrategy[str]:
         st.tuples(st.integers(0, len(raw) - 1), st.integers(0, 7)).map(lambda f: flip(*f)),
         st.integers(0, len(token) - 1).map(lambda n: token[:n]),
         st.text(B64URL, min_size=1, max_size=8).map(lambda tail: token + tail),
-        st.binary(min_size=1, max_size=4).map(
-            lambda extra: base64.urlsafe_b64encode(raw + extra).rstrip(b"=").decode()
-        ),
+        st.binary(min_size=1, max_size=4).map(lambda extra: encode(raw + extra)),
     )
 
 
