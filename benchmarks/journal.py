@@ -21,10 +21,7 @@ from . import client, core, flows
 from ._timing import Stats, cpu_us
 from .servers import IMPLEMENTATIONS
 
-__all__ = ["LINES", "sweep"]
-
-#: The lines of the plot, in order.
-LINES = ("mrtr_trio core", "mrtr_trio App", "sdk-resolve", "sdk-handbuilt")
+__all__ = ["sweep"]
 
 Round = Callable[[], Awaitable[Any]]
 
