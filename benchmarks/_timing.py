@@ -1,5 +1,5 @@
 """Measuring: process CPU time per call, in batches sized to a time budget, and the summary
-(median and spread) of a set of samples."""
+(median and 10th-90th percentiles) of a set of samples."""
 
 from __future__ import annotations
 
@@ -35,11 +35,6 @@ class Stats:
             _percentile(ordered, 0.9),
             len(ordered),
         )
-
-    @property
-    def spread(self) -> float:
-        """(p90 - p10) / median: how noisy the samples were."""
-        return (self.p90 - self.p10) / self.median if self.median else math.inf
 
     def as_json(self) -> dict[str, float]:
         return {"median": self.median, "p10": self.p10, "p90": self.p90, "samples": self.samples}

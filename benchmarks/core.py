@@ -14,7 +14,15 @@ from mrtr_trio import Complete, ElicitRequest, InputRequired, Runtime
 from . import flows
 from ._timing import Stats, cpu_us
 
-__all__ = ["drive", "live_round", "long_journal", "modern_rounds", "token_sizes"]
+__all__ = [
+    "drive",
+    "live_round",
+    "long_journal",
+    "modern_rounds",
+    "round_call",
+    "survey_runtime",
+    "token_sizes",
+]
 
 TRIP_ARGUMENTS = {"traveller": flows.TRAVELLER}
 
@@ -51,7 +59,7 @@ async def drive(
     return kept
 
 
-def _round(
+def round_call(
     runtime: Runtime, handler: Callable[..., Any], arguments: Mapping[str, Any], at: InputRequired
 ) -> Callable[[], Any]:
     """One retry of the round *at*: the client's answers and the echoed state."""
@@ -70,8 +78,8 @@ async def modern_rounds(budget: float) -> dict[str, Stats]:
     replays 2, takes the 3rd and checkpoints (a token of 3 answers)."""
     runtime = Runtime([secrets.token_bytes(32)])
     states = await drive(runtime, flows.plan_trip, TRIP_ARGUMENTS, keep=(2, 3))
-    complete = _round(runtime, flows.plan_trip, TRIP_ARGUMENTS, states[3])
-    checkpoint = _round(runtime, flows.plan_trip, TRIP_ARGUMENTS, states[2])
+    complete = round_call(runtime, flows.plan_trip, TRIP_ARGUMENTS, states[3])
+    checkpoint = round_call(runtime, flows.plan_trip, TRIP_ARGUMENTS, states[2])
     outcome = await complete()
     assert isinstance(outcome, Complete), outcome
     assert outcome.value.startswith("Booked Lisbon"), outcome
@@ -96,7 +104,7 @@ async def long_journal(answers: int, budget: float) -> Stats:
     runtime = survey_runtime(answers + 1)
     arguments = {"n": answers + 1}
     at = (await drive(runtime, flows.survey, arguments, keep=(answers,)))[answers]
-    call = _round(runtime, flows.survey, arguments, at)
+    call = round_call(runtime, flows.survey, arguments, at)
     outcome = await call()
     assert isinstance(outcome, Complete) and outcome.value == answers + 1, outcome
     return await cpu_us(call, budget=budget, min_batches=10)

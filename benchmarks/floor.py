@@ -8,12 +8,14 @@ hash the binding, decode and verify the token (base64url, BLAKE3 tag, two CBOR d
 the three recorded answers, create the handler's generator and step it through its five
 yields. No fingerprints are compared, no answer is validated, no state machine runs. What the
 runtime costs on top of this is the price of those guarantees (see docs/benchmarks.md).
+
+Prints the floor beside the real round (`Runtime.advance`, as in the core benchmark), both the
+median of `cpu_us`'s batches, measured one after the other in the same process.
 """
 
 from __future__ import annotations
 
 import binascii
-import time
 from typing import Any
 
 import blake3
@@ -23,7 +25,8 @@ import trio
 from mrtr_trio import Context
 from mrtr_trio._values import ElicitResult, trusted_elicit_result
 
-from . import flows
+from . import core, flows
+from ._timing import cpu_us
 
 __all__ = ["floor_us"]
 
@@ -66,19 +69,24 @@ async def _round() -> None:
     await handler.aclose()
 
 
-async def floor_us(rounds: int = 5000) -> float:
-    """CPU microseconds per bare round, the best of five batches."""
-    best = float("inf")
-    for _ in range(5):
-        started = time.process_time_ns()
-        for _ in range(rounds):
-            await _round()
-        best = min(best, (time.process_time_ns() - started) / rounds / 1000)
-    return best
+async def floor_us(budget: float = 1.0) -> float:
+    """CPU microseconds per bare round: the median of `cpu_us`'s batches over *budget* seconds,
+    measured as the core's rounds are."""
+    return (await cpu_us(_round, budget=budget)).median
+
+
+async def _compared(budget: float) -> tuple[float, float]:
+    """The floor and, measured alongside it the same way, the real round it is the floor of."""
+    floor = await floor_us(budget)
+    real = (await core.modern_rounds(budget))["complete"].median
+    return floor, real
 
 
 def main() -> None:
-    print(f"the floor under a 3-answer modern round: {trio.run(floor_us):.1f} µs of CPU")
+    floor, real = trio.run(_compared, 1.0)
+    print(f"the floor under a 3-answer modern round: {floor:.1f} µs of CPU (median)")
+    print(f"the real round (replay 3, answer, complete), measured alongside: {real:.1f} µs")
+    print(f"the floor's share of the real round: {floor / real:.0%}")
 
 
 if __name__ == "__main__":

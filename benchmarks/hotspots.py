@@ -123,17 +123,7 @@ async def _all(calls: int, top: int, memory_flows: int) -> None:
         ("Modern round, 3-answer journal: replay 3, answer, complete", states[3]),
         ("Modern round, 3-answer journal: replay 2, answer, checkpoint", states[2]),
     ):
-        responses = core.responses_to(at)
-
-        async def advance(at: Any = at, responses: Any = responses) -> Any:
-            return await runtime.advance(
-                flows.plan_trip,
-                arguments,
-                input_responses=responses,
-                request_state=at.request_state,
-            )
-
-        await _profile(title, advance, calls, top)
+        await _profile(title, core.round_call(runtime, flows.plan_trip, arguments, at), calls, top)
 
     async def ask(key: str, request: object) -> Any:
         return flows.answer_json(request)

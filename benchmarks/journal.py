@@ -21,10 +21,7 @@ from . import client, core, flows
 from ._timing import Stats, cpu_us
 from .servers import IMPLEMENTATIONS
 
-__all__ = ["LINES", "sweep"]
-
-#: The lines of the plot, in order.
-LINES = ("mrtr_trio core", "mrtr_trio App", "sdk-resolve", "sdk-handbuilt")
+__all__ = ["sweep"]
 
 Round = Callable[[], Awaitable[Any]]
 
@@ -36,15 +33,9 @@ async def _core_rounds(lengths: Sequence[int]) -> dict[int, Round]:
     states = await core.drive(runtime, flows.survey, arguments, keep=lengths)
     rounds: dict[int, Round] = {}
     for n, at in states.items():
-        responses = core.responses_to(at)
-
-        async def call(at: InputRequired = at, responses: dict[str, Any] = responses) -> Any:
-            outcome = await runtime.advance(
-                flows.survey, arguments, input_responses=responses, request_state=at.request_state
-            )
-            assert isinstance(outcome, InputRequired)
-            return outcome
-
+        call = core.round_call(runtime, flows.survey, arguments, at)
+        outcome = await call()
+        assert isinstance(outcome, InputRequired), outcome  # checked once, outside the timing
         rounds[n] = call
     return rounds
 

@@ -47,6 +47,9 @@ __all__ = ["app", "main"]
 ROOT = Path(__file__).resolve().parent.parent
 CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 KEY_VARIABLE = "MRTR_LOAD_KEY"
+#: How ``mrtr-trio serve --http`` announces its URL on stderr, and within how many lines.
+BANNER = "mrtr-trio: serving "
+BANNER_WITHIN = 100
 
 app = App(
     "load",
@@ -98,9 +101,15 @@ def serve() -> Iterator[Server]:
     assert process.stderr is not None
     drain: threading.Thread | None = None
     try:
-        line = process.stderr.readline()
-        assert "serving" in line, line
-        served = Server(process, line.rsplit(" ", 1)[1].strip())
+        before: list[str] = []  # what the server logged before its banner
+        for _ in range(BANNER_WITHIN):
+            line = process.stderr.readline()
+            if not line or line.startswith(BANNER):
+                break
+            before.append(line)
+        if not line.startswith(BANNER):
+            raise RuntimeError(f"no {BANNER!r} line from the server; it wrote: {''.join(before)}")
+        served = Server(process, line.rsplit(" ", 1)[1].strip(), before)
         # Keep reading what the server logs, or a full pipe would stall it mid-run.
         drain = threading.Thread(target=_drain, args=(process.stderr, served.logged), daemon=True)
         drain.start()

@@ -128,5 +128,5 @@ def test_the_floor_benchmark_runs() -> None:
 
     from benchmarks.floor import floor_us
 
-    cost = trio.run(floor_us, 20)
+    cost = trio.run(floor_us, 0.01)
     assert 0 < cost < 100_000  # microseconds: finite and sane, whatever the machine

@@ -346,8 +346,8 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "docs" / "scripts" / "phase_diagram.py"
-    done = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
+    run = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
 
 
 def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> None:

@@ -12,7 +12,7 @@ from mcp.server.lowlevel import Server
 from mrtr_trio import Runtime
 from mrtr_trio.mcp import App
 
-from .. import flows
+from .. import core, flows
 
 __all__ = ["build", "target", "serve_http", "serve_stdio"]
 
@@ -20,11 +20,7 @@ __all__ = ["build", "target", "serve_http", "serve_stdio"]
 def build(survey_questions: int = 0) -> App:
     """The App; with *survey_questions*, knobs large enough for that long a survey."""
     if survey_questions:
-        runtime = Runtime(
-            [secrets.token_bytes(32)],
-            max_rounds=survey_questions + 1,
-            max_state_bytes=64 * survey_questions + 4096,
-        )
+        runtime = core.survey_runtime(survey_questions)
     else:
         runtime = Runtime([secrets.token_bytes(32)])
     app = App("trip", version="1.0", runtime=runtime)

@@ -16,8 +16,9 @@ import trio
 from mcp.server.mcpserver import Elicit, MCPServer, Resolve
 from pydantic import BaseModel, Field
 
+from mrtr_trio.mcp import _transports as transports
+
 from .. import flows
-from ._http import serve_asgi
 
 __all__ = ["build", "target", "serve_http", "serve_stdio"]
 
@@ -115,4 +116,8 @@ async def serve_stdio() -> None:
 
 
 async def serve_http(task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-    await serve_asgi(build().streamable_http_app(), task_status=task_status)
+    """Serve on a free loopback port with `mrtr_trio.mcp`'s own HTTP server settings, as
+    `App.serve_http` does."""
+    await transports.serve_http(
+        build().streamable_http_app(), "127.0.0.1", 0, "/mcp", task_status=task_status
+    )
