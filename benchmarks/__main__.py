@@ -183,9 +183,19 @@ def main() -> int:
     sections = tuple(options.only or SECTIONS)
     # Only a complete full run writes into docs/ by default.
     complete = not options.quick and set(sections) == set(SECTIONS)
+    if options.out is None and options.quick:  # a smoke test (CI): nothing to keep
+        with tempfile.TemporaryDirectory(prefix="mrtr-bench-") as scratch:
+            return _measure(options, plan, sections, complete, Path(scratch))
     out = options.out or (DOCS if complete else Path(tempfile.mkdtemp(prefix="mrtr-bench-")))
-    out.mkdir(parents=True, exist_ok=True)
+    return _measure(options, plan, sections, complete, out)
 
+
+def _measure(
+    options: argparse.Namespace, plan: Plan, sections: tuple[str, ...], complete: bool, out: Path
+) -> int:
+    """Run *sections* of *plan*, write JSON and the plot to *out*, print the tables, and say
+    how it went (0, 1 for missed targets on a full run, 2 for insane output)."""
+    out.mkdir(parents=True, exist_ok=True)
     results = run(plan, sections)
     found = verdicts(results)
     results["targets"] = [v.as_json() for v in found]
@@ -202,7 +212,8 @@ def main() -> int:
     rendered = tables(results, found, enforced)
     print("\n" + _meta_line(results["meta"]) + "\n", flush=True)
     print("\n\n".join(t.text() for t in rendered))
-    print(f"\nJSON: {out / 'benchmarks.json'}" + (f"\nplot: {plot}" if plot.exists() else ""))
+    if not (options.quick and options.out is None):  # a quick run's scratch goes with it
+        print(f"\nJSON: {out / 'benchmarks.json'}" + (f"\nplot: {plot}" if plot.exists() else ""))
 
     sys.stdout.flush()
     problems = insane(results)
