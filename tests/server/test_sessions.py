@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 import trio
 
+from mrtr_trio.mcp._sessions import SessionGuard
+from mrtr_trio.mcp._transports import serve_http
+
 from . import apps
 from .raw import INITIALIZE, legacy_session
 
@@ -61,6 +64,47 @@ async def test_a_legacy_flow_answered_to_the_end_is_not_cancelled(nursery: trio.
                 elif "method" not in message:
                     assert message["result"]["content"][0]["text"] == "Cancelled"
                     break
+
+
+LEGACY_ANSWERS = {
+    "elicitation/create": {"action": "accept", "content": {"confirm": True}},
+    "sampling/createMessage": {
+        "role": "assistant",
+        "content": {"type": "text", "text": "notes"},
+        "model": "m",
+    },
+    "roots/list": {"roots": []},
+}
+
+
+async def test_a_late_duplicate_answer_does_not_fail_the_next_round_and_the_watch_ends(
+    nursery: trio.Nursery,
+) -> None:
+    guard = apps.app.asgi()
+    assert isinstance(guard, SessionGuard)
+    url = await nursery.start(serve_http, guard, "127.0.0.1", 0, "/mcp")
+    async with legacy_session(url) as session:
+        call = {"name": "deploy", "arguments": {"service": "api"}}
+        answered: list[Any] = []
+        with trio.fail_after(10):
+            async with session.call("tools/call", call) as messages:
+                async for message in messages:
+                    if "method" not in message:
+                        result = message
+                        break
+                    if "id" not in message:
+                        continue  # a notification
+                    if answered:  # the second round: the first answer arrives again, late
+                        await session.answer(answered[0], LEGACY_ANSWERS["elicitation/create"])
+                    await session.answer(message["id"], LEGACY_ANSWERS[message["method"]])
+                    answered.append(message["id"])
+        assert "result" in result, result
+        assert result["result"]["content"][0]["text"] == "Deployed api to staging (0 roots): notes"
+        for _ in range(500):  # the call's POST ends just after its result
+            if not guard._watches:
+                break
+            await trio.sleep(0.01)
+        assert guard._watches == {}  # every request settled: the session's watch is forgotten
 
 
 JUNK = [

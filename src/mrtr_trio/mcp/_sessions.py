@@ -68,15 +68,15 @@ class SessionGuard:
         feed = watch.received(body) if watch is not None else []
         request_id = _request_id(body)
         stream = object()
-        finished = False
+        finished = asked = False
 
         async def watched_send(message: Message) -> None:
-            nonlocal finished
+            nonlocal finished, asked
             if finished:
                 return  # e.g. the SDK's 500 after its 202 when the session ended (see _sdk)
             if message["type"] == "http.response.body":
                 if request_id is not None:
-                    self._saw(session, message.get("body", b""), stream)
+                    asked = self._saw(session, message.get("body", b""), stream) or asked
                 finished = finished or not message.get("more_body", False)
             await send(message)
 
@@ -91,25 +91,37 @@ class SessionGuard:
                 watch = self._watches.get(session)
                 if watch is not None:
                     watch.stream_ended(stream)
-                    if watch.idle:
+                    if watch.idle and asked:
+                        # The last call that asked has ended. Not sooner: between rounds, the
+                        # watch remembers the answered ids, so a late answer is not "never sent".
                         del self._watches[session]
                 if request_id is not None and not finished:
                     await self._tell(scope, _cancelled(request_id))
                 for message in feed:
                     await self._tell(scope, message)
 
-    def _saw(self, session: str, chunk: bytes, stream: object) -> None:
-        """Note the server-to-client requests in an SSE chunk of a response."""
+    def _saw(self, session: str, chunk: bytes, stream: object) -> bool:
+        """Note the server-to-client messages in an SSE chunk of a response; whether one was a
+        request (the session's watch is made for the first)."""
         if b'"method"' not in chunk:
-            return
+            return False
+        asked = False
         for line in chunk.splitlines():
             if line.startswith(b"data:"):
                 try:
                     message = json.loads(line[5:])
                 except ValueError:
                     continue
-                if isinstance(message, dict):
-                    self._watches.setdefault(session, AnswerWatch()).sent(message, stream)
+                if not isinstance(message, dict):
+                    continue
+                request = "id" in message and isinstance(message.get("method"), str)
+                watch = self._watches.get(session)
+                if watch is None and request:
+                    watch = self._watches[session] = AnswerWatch()
+                if watch is not None:
+                    watch.sent(message, stream)
+                asked = asked or request
+        return asked
 
     async def _tell(self, scope: Scope, message: dict[str, Any]) -> None:
         """POST *message* to the session as its client would, discarding the reply."""
