@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pydantic_core
+import pytest
 from mcp.shared.exceptions import MCPError
 
 from mrtr_trio.mcp._wirewatch import AnswerWatch, malformed_reason
@@ -116,3 +118,16 @@ def test_a_request_or_notification_from_the_client_fails_nothing() -> None:
     assert watch.received(json.dumps(ping).encode()) == []
     assert watch.received(b'{"jsonrpc": "2.0", "method": 5}') == []  # malformed, SDK answers
     assert not watch.idle
+
+
+def test_a_body_parsed_by_the_caller_reads_as_the_same_bytes() -> None:
+    parsed, raw = AnswerWatch(), AnswerWatch()
+    for watch in (parsed, raw):
+        _ask(watch, 0)
+        _ask(watch, 1)
+    assert parsed.received_json(json.loads(_answer(0))) == raw.received(_answer(0)) == []
+    with pytest.raises(ValueError) as unreadable:
+        pydantic_core.from_json(b"{")
+    feed = parsed.unreadable(unreadable.value)
+    assert feed == raw.received(b"{") and _failed(feed) == [1]
+    assert parsed.idle and raw.idle

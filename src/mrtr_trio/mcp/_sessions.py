@@ -64,9 +64,19 @@ class SessionGuard:
         if body is None:
             await self._app(scope, replay, send)
             return
+        parsed: Any = None
+        unreadable: ValueError | None = None
+        try:
+            parsed = pydantic_core.from_json(body)  # once, for the watch and for _request_id
+        except ValueError as error:
+            unreadable = error
         watch = self._watches.get(session)
-        feed = watch.received(body) if watch is not None else []
-        request_id = _request_id(body)
+        feed: list[dict[str, Any]] = []
+        if watch is not None and unreadable is not None:
+            feed = watch.unreadable(unreadable)
+        elif watch is not None:
+            feed = watch.received_json(parsed)
+        request_id = _request_id(parsed)
         stream = object()
         finished = asked = False
 
@@ -188,13 +198,9 @@ async def _read_ahead(receive: Receive, limit: int) -> tuple[bytes | None, Recei
     return (body if complete else None), replay
 
 
-def _request_id(body: bytes) -> Any:
-    """The id of the JSON-RPC request in *body*, or `None` (a response, a notification,
-    garbage)."""
-    try:
-        message = pydantic_core.from_json(body)
-    except ValueError:
-        return None
+def _request_id(message: Any) -> Any:
+    """The id of *message* (a body parsed as JSON) if it is a JSON-RPC request, else `None` (a
+    response, a notification, garbage)."""
     if isinstance(message, dict) and isinstance(message.get("method"), str):
         return message.get("id")
     return None

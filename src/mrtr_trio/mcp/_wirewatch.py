@@ -79,7 +79,19 @@ class AnswerWatch:
         try:
             raw = pydantic_core.from_json(body)
         except ValueError as error:
-            return self._fail_all(f"the client sent a message that is not readable JSON ({error})")
+            return self.unreadable(error)
+        return self.received_json(raw)
+
+    def unreadable(self, error: ValueError) -> list[dict[str, Any]]:
+        """The client sent a body that is not JSON (*error* says why): as `received`."""
+        if not self._outstanding:
+            return []
+        return self._fail_all(f"the client sent a message that is not readable JSON ({error})")
+
+    def received_json(self, raw: Any) -> list[dict[str, Any]]:
+        """The client sent *raw*, a body already parsed as JSON: as `received`."""
+        if not self._outstanding:
+            return []
         try:
             message = types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
         except pydantic.ValidationError as error:
