@@ -1,15 +1,18 @@
 """The answer watch on its own (sans-IO): what it remembers of the server's requests, when it
-forgets them, and which requests a message the SDK drops fails."""
+forgets them, and which requests a message the SDK drops fails; and what stdio shows it."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import mcp_types as types
 import pydantic_core
 import pytest
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 
+from mrtr_trio.mcp._transports import _WatchedWrite
 from mrtr_trio.mcp._wirewatch import AnswerWatch, malformed_reason
 
 STREAM = object()
@@ -131,3 +134,34 @@ def test_a_body_parsed_by_the_caller_reads_as_the_same_bytes() -> None:
     feed = parsed.unreadable(unreadable.value)
     assert feed == raw.received(b"{") and _failed(feed) == [1]
     assert parsed.idle and raw.idle
+
+
+async def test_stdio_shows_the_watch_only_requests_and_cancellations() -> None:
+    shown: list[dict[str, Any]] = []
+    delivered: list[SessionMessage] = []
+
+    class Recorder(AnswerWatch):
+        def sent(self, message: Any, stream: object = None) -> None:
+            shown.append(dict(message))
+            super().sent(message, stream)
+
+    class Stream:
+        async def send(self, item: SessionMessage) -> None:
+            delivered.append(item)
+
+    write = _WatchedWrite(Stream(), Recorder())
+    messages = [
+        types.JSONRPCRequest(jsonrpc="2.0", id=0, method="roots/list"),
+        types.JSONRPCNotification(
+            jsonrpc="2.0", method="notifications/progress", params={"progress": 1}
+        ),
+        types.JSONRPCNotification(
+            jsonrpc="2.0", method="notifications/cancelled", params={"requestId": 0}
+        ),
+        types.JSONRPCResponse(jsonrpc="2.0", id=3, result={}),
+    ]
+    for message in messages:
+        await write.send(SessionMessage(message))
+    assert [m["method"] for m in shown] == ["roots/list", "notifications/cancelled"]
+    assert [d.message for d in delivered] == messages
+    assert write._watch.idle  # cancelled: forgotten
