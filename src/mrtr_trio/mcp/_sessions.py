@@ -13,9 +13,12 @@ from the HTTP request, so two things would otherwise hang until `round_timeout`:
   for each, which the host reports as `-32602` naming the request.
 
 Both are said to the session the way a client would say them, as a POST on its session id, so
-nothing here reaches into the SDK. Only legacy POSTs that carry `Mcp-Session-Id` are watched;
-modern requests, stateless and JSON-response sessions, GETs and the lifespan pass straight
-through. Written on anyio, like the SDK, so any ASGI server can run it.
+nothing here reaches into the SDK. Only legacy POSTs (and DELETEs) that carry `Mcp-Session-Id`
+are watched, JSON-response sessions' included (they have no back channel, so nothing is asked on
+them, but a dropped POST is still cancelled); modern and stateless requests, GETs and the
+lifespan pass straight through. A session's watch lives from its first server-to-client request
+until the last call that asked something ends with nothing outstanding, or the session's DELETE.
+Written on anyio, like the SDK, so any ASGI server can run it.
 """
 
 from __future__ import annotations
