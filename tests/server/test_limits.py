@@ -10,7 +10,6 @@ import select
 import socket
 import time
 from functools import partial
-from pathlib import Path
 
 import httpx2
 import pytest
@@ -20,15 +19,9 @@ from mrtr_trio._cli import _parser
 from mrtr_trio.mcp import App, _transports
 
 from . import apps
-from .processes import http_server
+from .processes import http_server, port_of
 from .raw import INITIALIZE
 from .test_transports import MODERN_HEADERS, MODERN_META
-
-APP_FILE = Path(apps.__file__).resolve()
-
-
-def _port(url: str) -> int:
-    return int(url.split(":")[2].split("/")[0])
 
 
 def _connections_the_kernel_accepts(port: int, count: int) -> int:
@@ -63,7 +56,7 @@ async def test_the_listen_backlog_holds_a_burst_of_connections(
 ) -> None:
     knobs = {} if backlog is None else {"backlog": backlog}
     url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, **knobs))
-    got = _connections_the_kernel_accepts(_port(url), 300)
+    got = _connections_the_kernel_accepts(port_of(url), 300)
     if backlog is None:
         assert got == accepted  # the default queues a burst of 300 (hypercorn's 100 did not)
     else:
@@ -93,7 +86,7 @@ async def test_bodies_over_the_limit_are_refused_before_parsing(nursery: trio.Nu
 
 async def test_idle_keep_alive_connections_close_after_the_timeout(nursery: trio.Nursery) -> None:
     url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, keep_alive_timeout=0.5))
-    stream = await trio.open_tcp_stream("127.0.0.1", _port(url))
+    stream = await trio.open_tcp_stream("127.0.0.1", port_of(url))
     async with stream:
         await stream.send_all(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         response = b""

@@ -5,11 +5,6 @@ number is capped."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import select
-import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -21,9 +16,8 @@ from mrtr_trio.mcp._sessions import SessionGuard
 from mrtr_trio.mcp._transports import serve_http
 
 from . import apps
-from .raw import INITIALIZE, legacy_session
-
-APP_FILE = Path(apps.__file__).resolve()
+from .processes import close, initialize, receive, send, stdio_server
+from .raw import legacy_session
 
 
 async def _first_request(messages: Any) -> dict[str, Any]:
@@ -147,57 +141,12 @@ async def test_a_junk_legacy_answer_over_http_fails_the_round_at_once(
         ] == "n=2"
 
 
-def _stdio_server() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mrtr_trio._cli", "serve", f"{APP_FILE}:app"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _send(server: subprocess.Popen[bytes], message: Any) -> None:
-    assert server.stdin is not None
-    data = message if isinstance(message, bytes) else json.dumps(message).encode()
-    server.stdin.write(data + b"\n")
-    server.stdin.flush()
-
-
-def _receive(server: subprocess.Popen[bytes], timeout: float = 15) -> Any:
-    """The next message from the server, failing (not hanging) when none comes in time."""
-    assert server.stdout is not None
-    ready, _, _ = select.select([server.stdout], [], [], timeout)
-    assert ready, f"no message from the server within {timeout} s"
-    return json.loads(server.stdout.readline())
-
-
-def _initialize(server: subprocess.Popen[bytes]) -> None:
-    _send(server, INITIALIZE)
-    assert _receive(server)["id"] == 1
-    _send(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-
-def _close(server: subprocess.Popen[bytes]) -> tuple[int, str]:
-    for stream in (server.stdin, server.stdout):
-        if stream is not None and not stream.closed:
-            with contextlib.suppress(BrokenPipeError):
-                stream.close()
-    try:
-        code = server.wait(timeout=20)
-    finally:
-        server.kill()
-    assert server.stderr is not None
-    stderr = server.stderr.read().decode()
-    server.stderr.close()
-    return code, stderr
-
-
 @pytest.mark.parametrize(("junk", "reason"), JUNK[:4])
 def test_a_junk_legacy_answer_over_stdio_fails_the_round_at_once(junk: bytes, reason: str) -> None:
-    server = _stdio_server()
+    server = stdio_server()
     try:
-        _initialize(server)
-        _send(
+        initialize(server)
+        send(
             server,
             {
                 "jsonrpc": "2.0",
@@ -206,16 +155,16 @@ def test_a_junk_legacy_answer_over_stdio_fails_the_round_at_once(junk: bytes, re
                 "params": {"name": "fails_after_asking", "arguments": {}},
             },
         )
-        request = _receive(server)
+        request = receive(server)
         assert request["method"] == "elicitation/create"
-        _send(server, junk.replace(b"ID", str(request["id"]).encode()))
-        response = _receive(server)  # at once: round_timeout (600 s) would hang the test
+        send(server, junk.replace(b"ID", str(request["id"]).encode()))
+        response = receive(server)  # at once: round_timeout (600 s) would hang the test
         assert response["id"] == 2
         assert response["error"]["code"] == -32602
         assert "'input-0' (elicitation/create)" in response["error"]["message"]
         assert reason in response["error"]["message"]
     finally:
-        code, stderr = _close(server)
+        code, stderr = close(server)
     assert code == 0, stderr
 
 
@@ -251,17 +200,17 @@ async def test_the_default_session_knobs_are_not_the_sdk_defaults() -> None:
 
 def test_a_stdio_client_that_stops_reading_ends_the_server_quietly(tmp_path: Path) -> None:
     marker = tmp_path / "closed"
-    server = _stdio_server()
+    server = stdio_server()
     try:
-        _initialize(server)
+        initialize(server)
         assert server.stdout is not None
         server.stdout.close()  # the client stops reading; stdin stays open
         call = {"name": "marks_its_end", "arguments": {"path": str(marker)}}
-        _send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
         code = server.wait(timeout=20)  # the server notices the broken pipe by itself
     finally:
         server.kill()
-        code, stderr = _close(server)
+        code, stderr = close(server)
     assert code == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert marker.read_text() == "closed"  # the flow was closed on the way out
