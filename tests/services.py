@@ -1,5 +1,5 @@
-"""Real services the tests start and stop themselves (redis-server), and the rule for when the
-program is missing.
+"""Real services the tests start and stop themselves (redis-server here; nginx in
+``server/test_scale_out.py``), and the rule for when the program is missing (``need``).
 
 Locally, without the program, a test that needs it skips and says how to install it. With
 `MRTR_TRIO_REQUIRE_SERVICES=1` (which `.ci/run` sets after installing them) it fails instead,

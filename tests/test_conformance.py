@@ -11,19 +11,18 @@ exit 0 against the fixture server started by ``mrtr-trio serve --http``. Summari
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import re
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import trio
 
 from mrtr_trio._cli import load_app
+
+from .server.processes import http_server
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
@@ -88,31 +87,19 @@ async def test_conformance_suite(
 async def test_full_conformance_suite_against_the_cli_server(
     conformance_runner: Path, tmp_path: Path
 ) -> None:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     target = f"{ROOT / 'examples' / 'conformance_server.py'}:app"
-    cli = [sys.executable, "-m", "mrtr_trio._cli", "serve", target, "--http", f"127.0.0.1:{port}"]
     node, _ = node_paths()
-    async with trio.open_nursery() as nursery:
-        server = await nursery.start(
-            functools.partial(trio.run_process, cli, stderr=subprocess.PIPE, check=False)
-        )
-        with trio.fail_after(30):
-            banner = b""
-            while b"serving" not in banner:
-                banner += await server.stderr.receive_some()
-        url = f"http://127.0.0.1:{port}/mcp"
-        command = [str(node), str(conformance_runner), "server", "--url", url, "--suite", "all"]
+    # The server's stderr is read all along: the CLI logs at INFO for the whole run.
+    with http_server(target=target) as served:
+        command = [str(node), str(conformance_runner), "server", "--url", served.url]
         with trio.fail_after(240):
             run = await trio.run_process(
-                [*command, "-o", str(tmp_path)],
+                [*command, "--suite", "all", "-o", str(tmp_path)],
                 capture_stdout=True,
                 capture_stderr=True,
                 check=False,
                 env={**os.environ, "NO_COLOR": "1"},
             )
-        server.terminate()
     output = run.stdout.decode(errors="replace")
     summary = output[output.find("=== SUMMARY ===") :] if "=== SUMMARY ===" in output else output
     print(f"\nconformance --suite all\n{summary}")

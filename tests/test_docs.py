@@ -25,12 +25,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import attrs
@@ -42,6 +40,7 @@ from mcp.client.stdio import stdio_client
 from mrtr_trio._keys import generate_key
 
 from .server.clients import CALLBACKS, text_of
+from .server.processes import http_server
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -112,7 +111,7 @@ def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
     }
     write_files(blocks, tmp_path, url=None)
     needs_server = any(DOCUMENTED_URL in b.code for b in blocks if b.is_python)
-    with serving(tmp_path, env) if needs_server else _nothing() as url:
+    with serving(tmp_path, env) if needs_server else nullcontext() as url:
         write_files(blocks, tmp_path, url)
         steps = [
             {
@@ -163,43 +162,12 @@ def write_files(blocks: list[Block], directory: Path, url: str | None) -> None:
 
 
 @contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
-
-
-@contextmanager
 def serving(directory: Path, env: dict[str, str]) -> Iterator[str]:
     """The page's server.py served over HTTP on a free loopback port; yields its URL."""
     assert (directory / "server.py").is_file(), "a page that calls a server shows its server.py"
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mrtr_trio._cli", "serve", "server.py", "--http", "127.0.0.1:0"],
-        cwd=directory,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert server.stderr is not None
-        deadline = time.monotonic() + 30
-        line = ""
-        while time.monotonic() < deadline and " on http://" not in line:
-            line = server.stderr.readline()
-            if not line and server.poll() is not None:
-                raise AssertionError(f"server.py did not start: {server.stderr.read()}")
-        url = line.rsplit(" on ", 1)[-1].strip()
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp"), line
-        yield url
-    finally:
-        server.send_signal(signal.SIGINT)
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        if server.stderr is not None:
-            server.stderr.close()
+    with http_server(target="server.py", cwd=directory, env=env) as served:
+        assert served.url.startswith("http://127.0.0.1:") and served.url.endswith("/mcp")
+        yield served.url
 
 
 def readme_server() -> str:

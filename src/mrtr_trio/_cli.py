@@ -119,42 +119,44 @@ def configure_logging(level: str) -> None:
 
 
 def _add_http_limits(serve: argparse.ArgumentParser) -> None:
+    """Add the HTTP limit options to *serve*; `args.http_limits` names their destinations (each
+    a keyword of `App.serve_http`)."""
     from .mcp import _transports as t
 
     limits = serve.add_argument_group("HTTP limits (see docs/reliability.md)")
-    limits.add_argument(
-        "--backlog", type=int, default=t.BACKLOG, help="listen queue (default %(default)s)"
-    )
-    limits.add_argument(
-        "--max-body-size",
-        type=int,
-        default=t.MAX_BODY_SIZE,
-        metavar="BYTES",
-        help="largest request body (default %(default)s)",
-    )
-    limits.add_argument(
-        "--keep-alive-timeout",
-        type=float,
-        default=t.KEEP_ALIVE_TIMEOUT,
-        metavar="SECONDS",
-        help="idle connection lifetime (default %(default)s)",
-    )
-    limits.add_argument(
-        "--session-idle-timeout",
-        type=float,
-        default=t.SESSION_IDLE_TIMEOUT,
-        metavar="SECONDS",
-        help="close a legacy session idle this long (default %(default)s)",
-    )
-    limits.add_argument(
-        "--max-sessions",
-        type=int,
-        default=t.MAX_SESSIONS,
-        help="legacy sessions open at once (default %(default)s)",
-    )
-
-
-_LIMITS = ("backlog", "max_body_size", "keep_alive_timeout", "session_idle_timeout", "max_sessions")
+    added = [
+        limits.add_argument(
+            "--backlog", type=int, default=t.BACKLOG, help="listen queue (default %(default)s)"
+        ),
+        limits.add_argument(
+            "--max-body-size",
+            type=int,
+            default=t.MAX_BODY_SIZE,
+            metavar="BYTES",
+            help="largest request body (default %(default)s)",
+        ),
+        limits.add_argument(
+            "--keep-alive-timeout",
+            type=float,
+            default=t.KEEP_ALIVE_TIMEOUT,
+            metavar="SECONDS",
+            help="idle connection lifetime (default %(default)s)",
+        ),
+        limits.add_argument(
+            "--session-idle-timeout",
+            type=float,
+            default=t.SESSION_IDLE_TIMEOUT,
+            metavar="SECONDS",
+            help="close a legacy session idle this long (default %(default)s)",
+        ),
+        limits.add_argument(
+            "--max-sessions",
+            type=int,
+            default=t.MAX_SESSIONS,
+            help="legacy sessions open at once (default %(default)s)",
+        ),
+    ]
+    serve.set_defaults(http_limits=tuple(action.dest for action in added))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -228,7 +230,7 @@ def main(argv: list[str] | None = None) -> None:
         run_until_interrupted(app.serve_stdio)
     else:
         host, port = args.http
-        limits = {name: getattr(args, name) for name in _LIMITS}
+        limits = {name: getattr(args, name) for name in args.http_limits}
         run_until_interrupted(functools.partial(_serve_http, app, host, port, limits))
 
 

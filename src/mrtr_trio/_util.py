@@ -1,13 +1,23 @@
-"""Small helpers for the whole package: public names that report their public module, a
-bounded memo, and the checks of numeric knobs."""
+"""Small helpers for the whole package: public names that report their public module, bounded
+memos (by key, and by an object's identity), the checks of numeric knobs, and short reprs for
+error messages."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Memo", "check_count", "check_seconds", "fixup_module_metadata", "short_repr"]
+__all__ = [
+    "IdentityMemo",
+    "Memo",
+    "check_count",
+    "check_seconds",
+    "fixup_module_metadata",
+    "short_repr",
+]
 
 K = TypeVar("K")
+T = TypeVar("T")
 V = TypeVar("V")
 
 
@@ -36,6 +46,28 @@ class Memo(Generic[K, V]):
             self._values[key] = value
         except TypeError:
             pass
+        return value
+
+
+class IdentityMemo(Generic[T, V]):
+    """A `Memo` keyed by an object's identity (for objects that are not
+    hashable, or whose equality costs more than the value), optionally with a hashable
+    *qualifier*. Each entry holds its object, so the object's `id` cannot be reused while it is
+    remembered."""
+
+    __slots__ = ("_memo",)
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._memo: Memo[tuple[int, Hashable], tuple[T, V]] = Memo(limit)
+
+    def get(self, obj: T, qualifier: Hashable = None) -> V | None:
+        """The value remembered for *obj* (and *qualifier*), or `None`."""
+        known = self._memo.get((id(obj), qualifier))
+        return known[1] if known is not None and known[0] is obj else None
+
+    def put(self, obj: T, value: V, qualifier: Hashable = None) -> V:
+        """Remember *value* for *obj* (and *qualifier*); return *value*."""
+        self._memo.put((id(obj), qualifier), (obj, value))
         return value
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mrtr_trio import _cli
 from mrtr_trio._cli import main
 from mrtr_trio._keys import generate_key
 
@@ -33,12 +34,19 @@ def test_demo_drives_both_eras_over_http() -> None:
     assert "== deploy ==\n  yield style" in out and "== wipe ==\n  return style" in out
 
 
-def test_serve_needs_an_app(capsys: pytest.CaptureFixture[str]) -> None:
+def test_serve_needs_an_app_and_a_host_and_port(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def accepted(level: str) -> None:  # and keeps this process's logging as pytest set it
+        raise AssertionError("the command line was accepted")
+
+    monkeypatch.setattr(_cli, "configure_logging", accepted)
     with pytest.raises(SystemExit):
         main(["serve"])
     assert "the following arguments are required: FILE[:APP]" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["serve", "x.py:app", "--http", "nonsense"])
+    assert "expected HOST:PORT, got 'nonsense'" in capsys.readouterr().err
 
 
 def test_serve_stdio_stops_promptly_on_interrupt() -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import secrets
 import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from . import apps
 from .clients import CALLBACKS
-from .processes import APP_FILE, http_server
-from .test_sessions import _close, _initialize, _receive, _send
+from .processes import close, http_server, initialize, receive, send, stdio_server
 from .test_transports import MODERN_META, post
 
 YES = {"action": "accept", "content": {"confirm": True}}
@@ -50,38 +47,29 @@ async def test_http_modern_client_disconnect_mid_round_closes_the_flow(
     assert len(apps.STARTED) == 1
 
 
-def _stdio_server() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mrtr_trio._cli", "serve", f"{APP_FILE}:app"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
 @pytest.mark.parametrize("era", ["legacy", "modern"])
 def test_stdio_client_disconnect_mid_round_closes_the_flow(era: str, tmp_path: Path) -> None:
     marker = tmp_path / "closed"
-    server = _stdio_server()
+    server = stdio_server()
     try:
         if era == "legacy":
-            _initialize(server)
+            initialize(server)
             call = {"name": "marks_its_end", "arguments": {"path": str(marker)}}
-            _send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
-            assert _receive(server)["method"] == "elicitation/create"  # mid-round
+            send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+            assert receive(server)["method"] == "elicitation/create"  # mid-round
         else:
             call = {
                 "name": "waits_then_marks",
                 "arguments": {"path": str(marker)},
                 "_meta": MODERN_META,
             }
-            _send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+            send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
             # The round is in its minute-long step; give the request a moment to start it.
             import time
 
             time.sleep(1)
     finally:
-        code, stderr = _close(server)  # stdin and stdout closed: the client is gone
+        code, stderr = close(server)  # stdin and stdout closed: the client is gone
     assert code == 0, stderr
     assert "Traceback" not in stderr, stderr
     assert marker.read_text() == "closed"

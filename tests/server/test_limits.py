@@ -4,29 +4,24 @@ keep-alive timeout, on ``App.serve_http`` and on the command line."""
 from __future__ import annotations
 
 import errno
+import inspect
 import secrets
 import select
 import socket
 import time
 from functools import partial
-from pathlib import Path
 
 import httpx2
 import pytest
 import trio
 
-from mrtr_trio.mcp import _transports
+from mrtr_trio._cli import _parser
+from mrtr_trio.mcp import App, _transports
 
 from . import apps
-from .processes import http_server
+from .processes import http_server, port_of
 from .raw import INITIALIZE
 from .test_transports import MODERN_HEADERS, MODERN_META
-
-APP_FILE = Path(apps.__file__).resolve()
-
-
-def _port(url: str) -> int:
-    return int(url.split(":")[2].split("/")[0])
 
 
 def _connections_the_kernel_accepts(port: int, count: int) -> int:
@@ -61,7 +56,7 @@ async def test_the_listen_backlog_holds_a_burst_of_connections(
 ) -> None:
     knobs = {} if backlog is None else {"backlog": backlog}
     url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, **knobs))
-    got = _connections_the_kernel_accepts(_port(url), 300)
+    got = _connections_the_kernel_accepts(port_of(url), 300)
     if backlog is None:
         assert got == accepted  # the default queues a burst of 300 (hypercorn's 100 did not)
     else:
@@ -91,7 +86,7 @@ async def test_bodies_over_the_limit_are_refused_before_parsing(nursery: trio.Nu
 
 async def test_idle_keep_alive_connections_close_after_the_timeout(nursery: trio.Nursery) -> None:
     url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, keep_alive_timeout=0.5))
-    stream = await trio.open_tcp_stream("127.0.0.1", _port(url))
+    stream = await trio.open_tcp_stream("127.0.0.1", port_of(url))
     async with stream:
         await stream.send_all(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         response = b""
@@ -111,6 +106,25 @@ def test_the_defaults_carry_a_thousand_simultaneous_flows() -> None:
     assert _transports.KEEP_ALIVE_TIMEOUT > 5  # longer than clients keep pooled connections
 
 
+def test_the_command_line_has_a_knob_for_each_http_limit_of_serve_http() -> None:
+    keywords = inspect.signature(App.serve_http).parameters
+    defaults = _parser().parse_args(["serve", "f.py"])
+    assert {name: getattr(defaults, name) for name in defaults.http_limits} == {
+        name: keywords[name].default for name in defaults.http_limits
+    }
+    given = _parser().parse_args(
+        ["serve", "f.py", "--backlog", "50", "--max-body-size", "1000", "--keep-alive-timeout",
+         "0.5", "--session-idle-timeout", "0.25", "--max-sessions", "1"]
+    )  # fmt: skip
+    assert {name: getattr(given, name) for name in given.http_limits} == {
+        "backlog": 50,
+        "max_body_size": 1000,
+        "keep_alive_timeout": 0.5,
+        "session_idle_timeout": 0.25,
+        "max_sessions": 1,
+    }
+
+
 def test_the_command_line_passes_the_limits_to_the_server() -> None:
     limits = ["--backlog", "50", "--max-body-size", "1000", "--keep-alive-timeout", "0.5",
               "--session-idle-timeout", "0.5", "--max-sessions", "1"]  # fmt: skip
@@ -125,3 +139,13 @@ def test_the_command_line_passes_the_limits_to_the_server() -> None:
             httpx2.post(served.url, json=INITIALIZE, headers=legacy, timeout=10) for _ in range(2)
         )
         assert (first.status_code, second.status_code) == (200, 503)  # --max-sessions 1
+        time.sleep(1.5)  # --session-idle-timeout 0.5 closes the first session: its place is free
+        again = httpx2.post(served.url, json=INITIALIZE, headers=legacy, timeout=10)
+        assert again.status_code == 200
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as idle:
+            idle.sendall(b"GET /nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            assert idle.recv(65536).startswith(b"HTTP/1.1 404")
+            started = time.monotonic()
+            while idle.recv(65536):  # --keep-alive-timeout 0.5 closes the idle connection
+                pass
+            assert time.monotonic() - started < 5  # the default is 30 s

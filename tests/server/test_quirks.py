@@ -17,6 +17,7 @@ from mcp import Client
 
 from . import apps
 from .clients import CALLBACKS
+from .processes import http_server
 
 
 async def test_cancelled_legacy_calls_print_no_tracebacks(
@@ -52,15 +53,15 @@ async def test_sessions_deleted_right_after_their_result_print_no_tracebacks() -
     # server in its own process.
     import httpx2
 
-    from benchmarks.load import legacy_flow, serve
+    from benchmarks import load  # its app and its legacy client, served as the load run does
 
-    with serve() as server:
+    with http_server(target=f"{load.__file__}:app") as server:
         limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None)
         async with httpx2.AsyncClient(timeout=30, limits=limits) as http:
             with trio.fail_after(60):
                 async with trio.open_nursery() as flows:
                     for n in range(60):
-                        flows.start_soon(legacy_flow, http, server.url, f"job{n}")
+                        flows.start_soon(load.legacy_flow, http, server.url, f"job{n}")
         await trio.sleep(0.5)
-        logged = list(server.logged)
+        logged = list(server.stderr)
     assert not [line for line in logged if "Traceback" in line or "ERROR" in line], logged

@@ -14,6 +14,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -80,7 +81,7 @@ def nginx(tmp: Path, upstreams: list[int]) -> Iterator[str]:
                 break
             except OSError:
                 assert process.poll() is None, process.stderr.read() if process.stderr else ""
-                subprocess.run(["sleep", "0.05"], check=True)
+                time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.send_signal(signal.SIGQUIT)  # graceful stop

@@ -5,11 +5,6 @@ number is capped."""
 
 from __future__ import annotations
 
-import contextlib
-import json
-import select
-import subprocess
-import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -17,10 +12,12 @@ from typing import Any
 import pytest
 import trio
 
-from . import apps
-from .raw import INITIALIZE, legacy_session
+from mrtr_trio.mcp._sessions import SessionGuard
+from mrtr_trio.mcp._transports import serve_http
 
-APP_FILE = Path(apps.__file__).resolve()
+from . import apps
+from .processes import close, initialize, receive, send, stdio_server
+from .raw import legacy_session
 
 
 async def _first_request(messages: Any) -> dict[str, Any]:
@@ -63,6 +60,47 @@ async def test_a_legacy_flow_answered_to_the_end_is_not_cancelled(nursery: trio.
                     break
 
 
+LEGACY_ANSWERS = {
+    "elicitation/create": {"action": "accept", "content": {"confirm": True}},
+    "sampling/createMessage": {
+        "role": "assistant",
+        "content": {"type": "text", "text": "notes"},
+        "model": "m",
+    },
+    "roots/list": {"roots": []},
+}
+
+
+async def test_a_late_duplicate_answer_does_not_fail_the_next_round_and_the_watch_ends(
+    nursery: trio.Nursery,
+) -> None:
+    guard = apps.app.asgi()
+    assert isinstance(guard, SessionGuard)
+    url = await nursery.start(serve_http, guard, "127.0.0.1", 0, "/mcp")
+    async with legacy_session(url) as session:
+        call = {"name": "deploy", "arguments": {"service": "api"}}
+        answered: list[Any] = []
+        with trio.fail_after(10):
+            async with session.call("tools/call", call) as messages:
+                async for message in messages:
+                    if "method" not in message:
+                        result = message
+                        break
+                    if "id" not in message:
+                        continue  # a notification
+                    if answered:  # the second round: the first answer arrives again, late
+                        await session.answer(answered[0], LEGACY_ANSWERS["elicitation/create"])
+                    await session.answer(message["id"], LEGACY_ANSWERS[message["method"]])
+                    answered.append(message["id"])
+        assert "result" in result, result
+        assert result["result"]["content"][0]["text"] == "Deployed api to staging (0 roots): notes"
+        for _ in range(500):  # the call's POST ends just after its result
+            if not guard._watches:
+                break
+            await trio.sleep(0.01)
+        assert guard._watches == {}  # every request settled: the session's watch is forgotten
+
+
 JUNK = [
     pytest.param(b'{"jsonrpc":"2.0","id":ID,"result":null}', "not a JSON-RPC response", id="null"),
     pytest.param(b"this is not json", "not readable JSON", id="not-json"),
@@ -103,57 +141,12 @@ async def test_a_junk_legacy_answer_over_http_fails_the_round_at_once(
         ] == "n=2"
 
 
-def _stdio_server() -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mrtr_trio._cli", "serve", f"{APP_FILE}:app"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _send(server: subprocess.Popen[bytes], message: Any) -> None:
-    assert server.stdin is not None
-    data = message if isinstance(message, bytes) else json.dumps(message).encode()
-    server.stdin.write(data + b"\n")
-    server.stdin.flush()
-
-
-def _receive(server: subprocess.Popen[bytes], timeout: float = 15) -> Any:
-    """The next message from the server, failing (not hanging) when none comes in time."""
-    assert server.stdout is not None
-    ready, _, _ = select.select([server.stdout], [], [], timeout)
-    assert ready, f"no message from the server within {timeout} s"
-    return json.loads(server.stdout.readline())
-
-
-def _initialize(server: subprocess.Popen[bytes]) -> None:
-    _send(server, INITIALIZE)
-    assert _receive(server)["id"] == 1
-    _send(server, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-
-def _close(server: subprocess.Popen[bytes]) -> tuple[int, str]:
-    for stream in (server.stdin, server.stdout):
-        if stream is not None and not stream.closed:
-            with contextlib.suppress(BrokenPipeError):
-                stream.close()
-    try:
-        code = server.wait(timeout=20)
-    finally:
-        server.kill()
-    assert server.stderr is not None
-    stderr = server.stderr.read().decode()
-    server.stderr.close()
-    return code, stderr
-
-
 @pytest.mark.parametrize(("junk", "reason"), JUNK[:4])
 def test_a_junk_legacy_answer_over_stdio_fails_the_round_at_once(junk: bytes, reason: str) -> None:
-    server = _stdio_server()
+    server = stdio_server()
     try:
-        _initialize(server)
-        _send(
+        initialize(server)
+        send(
             server,
             {
                 "jsonrpc": "2.0",
@@ -162,16 +155,16 @@ def test_a_junk_legacy_answer_over_stdio_fails_the_round_at_once(junk: bytes, re
                 "params": {"name": "fails_after_asking", "arguments": {}},
             },
         )
-        request = _receive(server)
+        request = receive(server)
         assert request["method"] == "elicitation/create"
-        _send(server, junk.replace(b"ID", str(request["id"]).encode()))
-        response = _receive(server)  # at once: round_timeout (600 s) would hang the test
+        send(server, junk.replace(b"ID", str(request["id"]).encode()))
+        response = receive(server)  # at once: round_timeout (600 s) would hang the test
         assert response["id"] == 2
         assert response["error"]["code"] == -32602
         assert "'input-0' (elicitation/create)" in response["error"]["message"]
         assert reason in response["error"]["message"]
     finally:
-        code, stderr = _close(server)
+        code, stderr = close(server)
     assert code == 0, stderr
 
 
@@ -207,17 +200,17 @@ async def test_the_default_session_knobs_are_not_the_sdk_defaults() -> None:
 
 def test_a_stdio_client_that_stops_reading_ends_the_server_quietly(tmp_path: Path) -> None:
     marker = tmp_path / "closed"
-    server = _stdio_server()
+    server = stdio_server()
     try:
-        _initialize(server)
+        initialize(server)
         assert server.stdout is not None
         server.stdout.close()  # the client stops reading; stdin stays open
         call = {"name": "marks_its_end", "arguments": {"path": str(marker)}}
-        _send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
         code = server.wait(timeout=20)  # the server notices the broken pipe by itself
     finally:
         server.kill()
-        code, stderr = _close(server)
+        code, stderr = close(server)
     assert code == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert marker.read_text() == "closed"  # the flow was closed on the way out

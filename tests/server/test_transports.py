@@ -15,9 +15,9 @@ from mcp import Client, StdioServerParameters
 
 from . import apps
 from .clients import CALLBACKS, text_of
+from .processes import APP_FILE
 
 MODES = ["legacy", "2026-07-28"]
-APP_FILE = Path(apps.__file__).resolve()
 EXPECTED = "Deployed api to prod (1 roots): Paris"
 MODERN_HEADERS = {
     "Content-Type": "application/json",

@@ -33,7 +33,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from .._errors import InvalidInputResponse, InvalidRequestState
 from .._modern import Complete, InputRequired
 from .._runtime import Runtime
-from .._util import Memo
+from .._util import IdentityMemo
 from .._values import Request
 from ._registry import Entry
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
@@ -69,19 +69,20 @@ def client_capabilities(ctx: ServerRequestContext[Any]) -> Mapping[str, Any]:
     """The client's declared capabilities as a read-only mapping (empty when it declared none).
 
     A legacy session declares them once, so each declaration is dumped once (the mapping is
-    shared: read-only)."""
+    shared: read-only). A modern request declares them afresh each time: nothing to share."""
     declared = ctx.session.client_capabilities
     if declared is None:
         return _NONE_DECLARED
-    known = _DUMPED.get(id(declared))
-    if known is not None and known[0] is declared:
-        return known[1]
+    modern = is_modern(ctx)
+    known = None if modern else _DUMPED.get(declared)
+    if known is not None:
+        return known
     dumped = MappingProxyType(declared.model_dump(by_alias=True, mode="json", exclude_none=True))
-    return _DUMPED.put(id(declared), (declared, dumped))[1]
+    return dumped if modern else _DUMPED.put(declared, dumped)
 
 
 _NONE_DECLARED: Mapping[str, Any] = MappingProxyType({})
-_DUMPED: Memo[int, tuple[Any, Mapping[str, Any]]] = Memo()
+_DUMPED: IdentityMemo[Any, Mapping[str, Any]] = IdentityMemo()
 
 
 class RequestHost:

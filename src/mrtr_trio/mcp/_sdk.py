@@ -1,8 +1,11 @@
 """The parts of the `mcp` SDK (2.3) that the tasks extension and header-mapped parameters
 rely on beyond its documented handler API, in one place.
 
-`tests/server/test_sdk_pins.py` pins each of these facts, so an SDK upgrade that changes one
-fails there first:
+An SDK upgrade that changes one of these facts fails a test: `tests/server/test_sdk_pins.py`
+pins those it can check on their own (the header sentinel, the `x-mcp-header` check,
+`Server.extensions`, that the SDK knows no `tasks/*` method, the race's logger and message, and
+the middleware's order); the rest are covered by the tests of the features that rely on them
+(`test_tasks.py`, `test_tool_options.py`, `test_quirks.py`):
 
 - a request handler's `ctx.request` is the Starlette request on HTTP (`None` on stdio and
   in-process), which is how the `Mcp-Name` header of a `tasks/*` request is read (the SDK

@@ -13,9 +13,12 @@ from the HTTP request, so two things would otherwise hang until `round_timeout`:
   for each, which the host reports as `-32602` naming the request.
 
 Both are said to the session the way a client would say them, as a POST on its session id, so
-nothing here reaches into the SDK. Only legacy POSTs that carry `Mcp-Session-Id` are watched;
-modern requests, stateless and JSON-response sessions, GETs and the lifespan pass straight
-through. Written on anyio, like the SDK, so any ASGI server can run it.
+nothing here reaches into the SDK. Only legacy POSTs (and DELETEs) that carry `Mcp-Session-Id`
+are watched, JSON-response sessions' included (they have no back channel, so nothing is asked on
+them, but a dropped POST is still cancelled); modern and stateless requests, GETs and the
+lifespan pass straight through. A session's watch lives from its first server-to-client request
+until the last call that asked something ends with nothing outstanding, or the session's DELETE.
+Written on anyio, like the SDK, so any ASGI server can run it.
 """
 
 from __future__ import annotations
@@ -64,19 +67,29 @@ class SessionGuard:
         if body is None:
             await self._app(scope, replay, send)
             return
+        parsed: Any = None
+        unreadable: ValueError | None = None
+        try:
+            parsed = pydantic_core.from_json(body)  # once, for the watch and for _request_id
+        except ValueError as error:
+            unreadable = error
         watch = self._watches.get(session)
-        feed = watch.received(body) if watch is not None else []
-        request_id = _request_id(body)
+        feed: list[dict[str, Any]] = []
+        if watch is not None and unreadable is not None:
+            feed = watch.unreadable(unreadable)
+        elif watch is not None:
+            feed = watch.received_json(parsed)
+        request_id = _request_id(parsed)
         stream = object()
-        finished = False
+        finished = asked = False
 
         async def watched_send(message: Message) -> None:
-            nonlocal finished
+            nonlocal finished, asked
             if finished:
                 return  # e.g. the SDK's 500 after its 202 when the session ended (see _sdk)
             if message["type"] == "http.response.body":
                 if request_id is not None:
-                    self._saw(session, message.get("body", b""), stream)
+                    asked = self._saw(session, message.get("body", b""), stream) or asked
                 finished = finished or not message.get("more_body", False)
             await send(message)
 
@@ -91,25 +104,37 @@ class SessionGuard:
                 watch = self._watches.get(session)
                 if watch is not None:
                     watch.stream_ended(stream)
-                    if watch.idle:
+                    if watch.idle and asked:
+                        # The last call that asked has ended. Not sooner: between rounds, the
+                        # watch remembers the answered ids, so a late answer is not "never sent".
                         del self._watches[session]
                 if request_id is not None and not finished:
                     await self._tell(scope, _cancelled(request_id))
                 for message in feed:
                     await self._tell(scope, message)
 
-    def _saw(self, session: str, chunk: bytes, stream: object) -> None:
-        """Note the server-to-client requests in an SSE chunk of a response."""
+    def _saw(self, session: str, chunk: bytes, stream: object) -> bool:
+        """Note the server-to-client messages in an SSE chunk of a response; whether one was a
+        request (the session's watch is made for the first)."""
         if b'"method"' not in chunk:
-            return
+            return False
+        asked = False
         for line in chunk.splitlines():
             if line.startswith(b"data:"):
                 try:
                     message = json.loads(line[5:])
                 except ValueError:
                     continue
-                if isinstance(message, dict):
-                    self._watches.setdefault(session, AnswerWatch()).sent(message, stream)
+                if not isinstance(message, dict):
+                    continue
+                request = "id" in message and isinstance(message.get("method"), str)
+                watch = self._watches.get(session)
+                if watch is None and request:
+                    watch = self._watches[session] = AnswerWatch()
+                if watch is not None:
+                    watch.sent(message, stream)
+                asked = asked or request
+        return asked
 
     async def _tell(self, scope: Scope, message: dict[str, Any]) -> None:
         """POST *message* to the session as its client would, discarding the reply."""
@@ -176,13 +201,9 @@ async def _read_ahead(receive: Receive, limit: int) -> tuple[bytes | None, Recei
     return (body if complete else None), replay
 
 
-def _request_id(body: bytes) -> Any:
-    """The id of the JSON-RPC request in *body*, or `None` (a response, a notification,
-    garbage)."""
-    try:
-        message = pydantic_core.from_json(body)
-    except ValueError:
-        return None
+def _request_id(message: Any) -> Any:
+    """The id of *message* (a body parsed as JSON) if it is a JSON-RPC request, else `None` (a
+    response, a notification, garbage)."""
     if isinstance(message, dict) and isinstance(message.get("method"), str):
         return message.get("id")
     return None

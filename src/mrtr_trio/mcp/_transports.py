@@ -135,7 +135,10 @@ class _WatchedWrite:
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
+        if isinstance(message, types.JSONRPCRequest) or (
+            isinstance(message, types.JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+        ):  # all the watch reads: not the progress and log notifications of every call
             self._watch.sent(message.model_dump(by_alias=True, mode="json", exclude_none=True))
         await self._stream.send(item)
 

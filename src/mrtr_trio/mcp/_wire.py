@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from .._errors import InvalidInputResponse, InvalidRequestState, MissingCapability, MrtrError
 from .._modern import InputRequired
-from .._util import Memo
+from .._util import IdentityMemo
 from .._values import LEGACY_VERSIONS, Request
 
 __all__ = [
@@ -65,11 +65,10 @@ def sdk_request(request: Request, legacy_version: str | None = None) -> Any:
     back the same object for the same question), except a URL-mode elicitation on a legacy
     session, which carries a fresh `elicitationId` each time it is asked."""
     fresh = legacy_version is not None and getattr(request, "url", None) is not None
-    key = (id(request), legacy_version)
     if not fresh:
-        known = _SDK_REQUESTS.get(key)
-        if known is not None and known[0] is request:
-            return known[1]
+        known = _SDK_REQUESTS.get(request, legacy_version)
+        if known is not None:
+            return known
     if legacy_version is None:
         wire = request.to_wire()
     else:  # a version the SDK negotiated but this release does not know reads as the newest
@@ -77,11 +76,11 @@ def sdk_request(request: Request, legacy_version: str | None = None) -> Any:
         wire = request.to_legacy_wire(known_version)
     model = _REQUEST_TYPES[request.method].model_validate(wire)
     if not fresh:
-        _SDK_REQUESTS.put(key, (request, model))  # the request kept alive: its id stays its own
+        _SDK_REQUESTS.put(request, model, legacy_version)
     return model
 
 
-_SDK_REQUESTS: Memo[tuple[int, str | None], tuple[Request, Any]] = Memo()
+_SDK_REQUESTS: IdentityMemo[Request, Any] = IdentityMemo()
 
 
 def input_required_result(outcome: InputRequired) -> types.InputRequiredResult:

@@ -64,7 +64,7 @@ class AnswerWatch:
         elif method == "notifications/cancelled":  # the server gave up on one of its requests
             params = message.get("params")
             if isinstance(params, Mapping):
-                self._settle(params.get("requestId"))
+                self._settle(_key(params.get("requestId")))
 
     def stream_ended(self, stream: object) -> None:
         """*stream* closed: requests sent on it can no longer be answered."""
@@ -79,7 +79,19 @@ class AnswerWatch:
         try:
             raw = pydantic_core.from_json(body)
         except ValueError as error:
-            return self._fail_all(f"the client sent a message that is not readable JSON ({error})")
+            return self.unreadable(error)
+        return self.received_json(raw)
+
+    def unreadable(self, error: ValueError) -> list[dict[str, Any]]:
+        """The client sent a body that is not JSON (*error* says why): as `received`."""
+        if not self._outstanding:
+            return []
+        return self._fail_all(f"the client sent a message that is not readable JSON ({error})")
+
+    def received_json(self, raw: Any) -> list[dict[str, Any]]:
+        """The client sent *raw*, a body already parsed as JSON: as `received`."""
+        if not self._outstanding:
+            return []
         try:
             message = types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
         except pydantic.ValidationError as error:
@@ -106,7 +118,7 @@ class AnswerWatch:
                 error = specific
         detail = f"it is not a JSON-RPC response ({_first_error(error)})"
         if isinstance(raw, Mapping) and "id" in raw and _key(raw["id"]) in self._outstanding:
-            self._settle(raw["id"])
+            self._settle(_key(raw["id"]))
             return [_error(raw["id"], detail)]
         return self._fail_all(
             f"the client sent a message that is not a JSON-RPC message ({_first_error(error)})"
@@ -118,13 +130,11 @@ class AnswerWatch:
             self._settle(key)
         return failed
 
-    def _settle(self, request_id: Any) -> None:
-        key = _key(request_id)
+    def _settle(self, key: tuple[str, Any]) -> None:
+        """Forget the request under *key* (see `_key`), remembering that it was settled."""
         self._outstanding.pop(key, None)
-        self._settled[key] = None
-        if not self._outstanding:
-            self._settled.clear()  # nothing outstanding: nothing a late answer could mislead
-        elif len(self._settled) > _SETTLED_KEPT:
+        self._settled[key] = None  # kept after the last request, so a late answer stays late
+        if len(self._settled) > _SETTLED_KEPT:
             del self._settled[next(iter(self._settled))]
 
 

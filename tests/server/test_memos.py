@@ -1,0 +1,67 @@
+"""What the host remembers between requests: a legacy session's capabilities are dumped once;
+a modern request's (declared afresh each time) are not remembered at all."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import mcp_types as types
+import pytest
+
+from mrtr_trio import elicit
+from mrtr_trio._util import IdentityMemo
+from mrtr_trio.mcp import _host
+from mrtr_trio.mcp._wire import sdk_request
+
+
+def _ctx(version: str, declared: Any) -> Any:
+    return SimpleNamespace(
+        protocol_version=version, session=SimpleNamespace(client_capabilities=declared)
+    )
+
+
+@pytest.fixture
+def fresh_memo(monkeypatch: pytest.MonkeyPatch) -> IdentityMemo[Any, Any]:
+    memo: IdentityMemo[Any, Any] = IdentityMemo()
+    monkeypatch.setattr(_host, "_DUMPED", memo)
+    return memo
+
+
+def test_a_legacy_sessions_capabilities_are_dumped_once(fresh_memo: IdentityMemo[Any, Any]) -> None:
+    declared = types.ClientCapabilities(roots=types.RootsCapability(list_changed=True))
+    first = _host.client_capabilities(_ctx("2025-11-25", declared))
+    assert first == {"roots": {"listChanged": True}}
+    assert _host.client_capabilities(_ctx("2025-11-25", declared)) is first
+    assert fresh_memo.get(declared) is first
+
+
+def test_a_modern_requests_capabilities_are_not_remembered(
+    fresh_memo: IdentityMemo[Any, Any],
+) -> None:
+    declared = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    dumped = _host.client_capabilities(_ctx("2026-07-28", declared))
+    assert dumped == {"elicitation": {}}
+    assert fresh_memo._memo._values == {}  # nothing stored
+
+
+def test_no_declaration_is_an_empty_mapping() -> None:
+    assert _host.client_capabilities(_ctx("2025-11-25", None)) == {}
+
+
+def test_an_identity_memo_tells_objects_and_qualifiers_apart() -> None:
+    memo: IdentityMemo[list[int], str] = IdentityMemo(limit=2)
+    a, b = [1], [1]  # equal, not the same
+    assert memo.put(a, "a") == "a"
+    assert (memo.get(a), memo.get(b), memo.get(a, "other")) == ("a", None, None)
+    memo.put(a, "a'", "other")
+    memo.put(b, "b")  # past the limit: everything is forgotten
+    assert (memo.get(a), memo.get(b)) == (None, "b")
+
+
+def test_sdk_requests_are_built_once_per_request_and_version() -> None:
+    request = elicit("Go?", {"type": "object", "properties": {}})
+    modern = sdk_request(request)
+    assert sdk_request(request) is modern
+    legacy = sdk_request(request, "2025-11-25")
+    assert legacy is not modern and sdk_request(request, "2025-11-25") is legacy
