@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -287,11 +288,23 @@ async def test_cancel_stops_the_handler_and_is_idempotent(url: str) -> None:
     assert status == 200  # a finished task acknowledges late answers
 
 
-async def test_tool_error_completes_and_protocol_error_fails(url: str) -> None:
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "mrtr_trio.mcp" and r.levelno >= logging.ERROR]
+
+
+async def test_tool_error_completes_and_protocol_error_fails(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     task_id = (await call(url, "broken"))["taskId"]
     task = await until(url, task_id, "completed", "failed")
     assert task["status"] == "completed" and task["result"]["isError"] is True
     assert task["result"]["content"][0]["text"] == "disk on fire"
+    # Logged as an ordinary call's tool error is: ERROR, with the handler's traceback.
+    [record] = errors_logged(caplog)
+    assert record.getMessage() == "tool 'broken' failed"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "disk on fire"
+    assert f'File "{__file__}"' in caplog.text and 'raise RuntimeError("disk' in caplog.text
 
     task_id = (await call(url, "needs_roots"))["taskId"]  # the client declared no roots
     task = await until(url, task_id, "completed", "failed")
@@ -299,6 +312,7 @@ async def test_tool_error_completes_and_protocol_error_fails(url: str) -> None:
     assert task["error"]["code"] == -32021
     assert task["error"]["data"] == {"requiredCapabilities": {"roots": {}}}
     assert "roots" in task["statusMessage"]
+    assert len(errors_logged(caplog)) == 1  # a protocol error is the client's, not a fault
 
 
 async def test_mrtr_rounds_before_the_task(url: str) -> None:

@@ -15,11 +15,10 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp
 
-from .._errors import INTERNAL_ERROR, MrtrError
 from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
-from ._log import log_calls, log_failure
+from ._log import log_calls
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._sdk import add_middleware
 from ._tasks import (
@@ -28,6 +27,7 @@ from ._tasks import (
     TaskPolicy,
     Tasks,
     declares_tasks,
+    flow_failure,
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore
@@ -44,10 +44,7 @@ from ._transports import (
     serve_stdio,
 )
 from ._wire import (
-    PROTOCOL_ERRORS,
-    error_message,
     error_result,
-    mcp_error,
     prompt_result,
     resource_result,
     tool_result,
@@ -341,24 +338,20 @@ class App:
         to_result: Callable[[Any], R],
         failure_result: Callable[[str], R] | None = None,
     ) -> R | types.InputRequiredResult:
-        """Run the flow and shape its outcome. Protocol errors are JSON-RPC errors everywhere;
-        any other failure becomes *failure_result* (tools: an `isError` result) or, without
-        one, a JSON-RPC error with the error's code (prompts, resources; DESIGN §3)."""
+        """Run the flow and shape its outcome; a failure answers as `flow_failure` says (the
+        task driver answers its tool errors the same way)."""
         try:
             outcome = await run_flow(
                 self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
             )
             return outcome if not isinstance(outcome, Complete) else to_result(outcome.value)
-        except PROTOCOL_ERRORS as error:
-            raise mcp_error(error) from error
         except Exception as error:
-            log_failure(entry.kind, entry.name, error)
-            if failure_result is not None:
-                return failure_result(error_message(error))
-            if isinstance(error, MCPError):
-                raise  # e.g. the client's error answer to a legacy request, with its code
-            code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
-            raise MCPError(code, error_message(error)) from error
+            answer = flow_failure(entry, error, failure_result)
+            if answer is error:
+                raise
+            if isinstance(answer, MCPError):
+                raise answer from error
+            return answer
 
     def bind_bytes(
         self,

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import attrs
 import mcp_types as types
@@ -36,9 +36,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from .._errors import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     InvalidInputResponse,
+    MrtrError,
 )
 from .._flow import Step, step
 from .._modern import InputRequired
@@ -54,6 +56,7 @@ from ._host import (
     raw_input_responses,
     request_bind,
 )
+from ._log import log_failure
 from ._registry import Entry
 from ._sdk import mcp_name_header
 from ._taskstore import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, TaskStoreFull
@@ -71,7 +74,10 @@ __all__ = [
     "TaskPolicy",
     "Tasks",
     "background",
+    "flow_failure",
 ]
+
+R = TypeVar("R")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskPolicy = Literal["forbidden", "optional", "required"]
@@ -120,6 +126,25 @@ def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
         return False
     extensions = client_capabilities(ctx).get("extensions")
     return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
+def flow_failure(
+    entry: Entry, error: Exception, failure_result: Callable[[str], R] | None = None
+) -> R | MCPError:
+    """What a flow that raised *error* answers, whichever driver ran it: a protocol error is
+    its JSON-RPC error; any other failure is logged (`log_failure`: ERROR with the traceback
+    for a fault in the server's code) and becomes *failure_result* (tools: an `isError`
+    result) or, without one, a JSON-RPC error with the error's code (prompts, resources;
+    DESIGN §3), an `MCPError` as it is."""
+    if isinstance(error, PROTOCOL_ERRORS):
+        return mcp_error(error)
+    log_failure(entry.kind, entry.name, error)
+    if failure_result is not None:
+        return failure_result(error_message(error))
+    if isinstance(error, MCPError):
+        return error  # e.g. the client's error answer to a legacy request, with its code
+    code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
+    return MCPError(code, error_message(error))
 
 
 # ------------------------------------------------------------- what the request answers
@@ -234,10 +259,12 @@ class TaskFlow:
                         asking = outcome
                     else:
                         result = tool_result(outcome.value)
-                except PROTOCOL_ERRORS as failure:
-                    error = mcp_error(failure)
-                except Exception as failure:  # a tool error, as a synchronous call reports it
-                    result = error_result(error_message(failure))
+                except Exception as failure:  # as a synchronous call answers (and logs) it
+                    answer = flow_failure(self.entry, failure, error_result)
+                    if isinstance(answer, MCPError):
+                        error = answer
+                    else:
+                        result = answer
             with trio.CancelScope(shield=True):
                 await self._end(asking, result, error)
         finally:
