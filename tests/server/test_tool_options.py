@@ -50,6 +50,18 @@ async def test_schemas_are_served_as_given_and_annotated() -> None:
     assert result.is_error
 
 
+async def test_the_schema_is_built_once_and_never_handed_out_to_edit() -> None:
+    app = make_app()
+    lookup = app.server.get_tool_input_schema  # what the SDK asks before each tools/call
+    assert lookup is not None
+    assert lookup("regional") is lookup("regional")  # built at registration, not per call
+    listed = await app._list_tools(None, None)
+    for tool in listed.tools:  # whatever edits a tools/list result on its way out
+        tool.input_schema["properties"].clear()
+    assert lookup("regional")["properties"]["region"]["x-mcp-header"] == "Region"  # type: ignore[index]
+    assert lookup("verbatim") == SCHEMA
+
+
 async def post(url: str, arguments: dict[str, Any], headers: dict[str, str]) -> Any:
     body = {
         "jsonrpc": "2.0",

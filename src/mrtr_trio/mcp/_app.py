@@ -4,6 +4,7 @@ both eras, on the official SDK's low-level server.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -198,12 +199,18 @@ class App:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
             tools=[
-                types.Tool(name=e.name, description=e.description, input_schema=e.input_schema())
+                types.Tool(
+                    name=e.name,
+                    description=e.description,
+                    # A copy: the result may be edited on its way out; the registry must not be.
+                    input_schema=copy.deepcopy(dict(e.input_schema())),
+                )
                 for e in self._entries["tool"].values()
             ]
         )
 
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+    def _tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The SDK's lookup before each `tools/call` (it only reads the schema)."""
         entry = self._entries["tool"].get(name)
         return None if entry is None else entry.input_schema()
 
