@@ -315,6 +315,29 @@ async def test_tool_error_completes_and_protocol_error_fails(
     assert len(errors_logged(caplog)) == 1  # a protocol error is the client's, not a fault
 
 
+async def test_a_full_store_refuses_the_call_wherever_the_task_would_start(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    FINALLY.clear()
+    url = await nursery.start(make_app(task_store=MemoryTaskStore(1)).serve_http, "127.0.0.1", 0)
+    running = await call(url, "wait_for", {"label": "holder"})
+    assert running["status"] == "working"  # the store's one place is taken by a running task
+    # At background() (an optional tool, a required one) or born finished: -32603, no task,
+    # and not a tool error (no isError result, nothing logged as a fault).
+    for tool, arguments in [
+        ("wait_for", {"label": "refused"}),
+        ("confirm", {"filename": "x"}),
+        ("quick", {}),
+    ]:
+        _, body = await rpc(url, "tools/call", {"name": tool, "arguments": arguments})
+        assert body["error"]["code"] == -32603, tool
+        assert body["error"]["message"] == (
+            "1 tasks are running; wait for some to finish or raise max_tasks"
+        )
+    await finally_ran("refused")  # the refused flow was closed at background()
+    assert errors_logged(caplog) == []
+
+
 async def test_mrtr_rounds_before_the_task(url: str) -> None:
     first = await call(url, "ask_then_work")
     assert first["resultType"] == "input_required" and "taskId" not in first

@@ -259,6 +259,8 @@ class TaskFlow:
                         asking = outcome
                     else:
                         result = tool_result(outcome.value)
+                except _NoRoom as refused:  # at background(): the call is refused, not failed
+                    error = refused
                 except Exception as failure:  # as a synchronous call answers (and logs) it
                     answer = flow_failure(self.entry, failure, error_result)
                     if isinstance(answer, MCPError):
@@ -291,11 +293,8 @@ class TaskFlow:
             return
         if self.cancel_scope.cancelled_caught:
             await self._save(status="cancelled")
-        elif error is not None:
-            await self._save(status="failed", error=_error_json(error), status_message=str(error))
         else:
-            assert result is not None
-            await self._save(status="completed", result=_result_json(result))
+            await self._save(**_outcome(result, error))
 
     def _answer(self, answer: _Answer) -> None:
         self.answer = answer
@@ -348,17 +347,7 @@ class TaskFlow:
         if self.record is not None:
             return
         tasks = self.tasks
-        now = tasks.store.clock()
-        record = TaskRecord(
-            task_id=f"task-{secrets.token_urlsafe(18)}",
-            status="working",
-            created_at=now,
-            updated_at=now,
-            ttl=tasks.ttl,
-            owner=self.owner,
-            poll_interval=tasks.poll_interval,
-        )
-        await tasks.store.create(record)
+        record = await tasks._create(self.owner, status="working")
         self.record = record
         tasks._by_task[record.task_id] = self
         if tasks.ttl is not None:
@@ -392,15 +381,24 @@ class TaskFlow:
         await self.tasks.store.put(self.record)
 
 
-def _result_json(result: types.CallToolResult) -> dict[str, Any]:
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+def _outcome(result: types.CallToolResult | None, error: MCPError | None) -> dict[str, Any]:
+    """A finished task's record fields, from the handler's outcome: `failed` with the protocol
+    *error* inlined (its message as `statusMessage`), else `completed` with the *result*."""
+    if error is not None:
+        wire: dict[str, Any] = {"code": error.error.code, "message": error.error.message}
+        if error.error.data is not None:
+            wire["data"] = error.error.data
+        return {"status": "failed", "error": wire, "status_message": str(error)}
+    assert result is not None
+    return {
+        "status": "completed",
+        "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),
+    }
 
 
-def _error_json(error: MCPError) -> dict[str, Any]:
-    wire: dict[str, Any] = {"code": error.error.code, "message": error.error.message}
-    if error.error.data is not None:
-        wire["data"] = error.error.data
-    return wire
+class _NoRoom(MCPError):
+    """The store has no room for a new task: the `tools/call` is refused with `-32603`, as
+    when the process runs `max_flows` flows (not a tool error, and no task exists)."""
 
 
 # ------------------------------------------------------------------ the extension, per App
@@ -484,6 +482,8 @@ class Tasks:
         if isinstance(answer, _Started):
             return answer.record.to_wire(detailed=False)
         assert isinstance(answer, _Ended)
+        if isinstance(answer.error, _NoRoom):  # no room for the task at background()
+            raise answer.error
         if policy == "required":  # it never went to the background: a task born finished
             return await self._born_finished(flow.owner, answer)
         if answer.error is not None:
@@ -521,24 +521,27 @@ class Tasks:
         return flow
 
     async def _born_finished(self, owner: tuple[str, ...], turn: _Ended) -> dict[str, Any]:
+        record = await self._create(owner, **_outcome(turn.result, turn.error))
+        return record.to_wire(detailed=False)
+
+    async def _create(self, owner: tuple[str, ...], **fields: Any) -> TaskRecord:
+        """Store a new task of *owner*'s, with these record fields (its status at least);
+        `_NoRoom` (-32603) when the store is full."""
         now = self.store.clock()
         record = TaskRecord(
             task_id=f"task-{secrets.token_urlsafe(18)}",
-            status="failed" if turn.error is not None else "completed",
             created_at=now,
             updated_at=now,
             ttl=self.ttl,
             owner=owner,
             poll_interval=self.poll_interval,
-            status_message=None if turn.error is None else str(turn.error),
-            result=None if turn.result is None else _result_json(turn.result),
-            error=None if turn.error is None else _error_json(turn.error),
+            **fields,
         )
         try:
             await self.store.create(record)
         except TaskStoreFull as full:
-            raise MCPError(-32603, str(full)) from None
-        return record.to_wire(detailed=False)
+            raise _NoRoom(INTERNAL_ERROR, str(full)) from None
+        return record
 
     # ------------------------------------------------------------------------ tasks/*
 
