@@ -273,8 +273,7 @@ class App:
         except ArgumentsError as error:  # per spec, a tool execution error
             return error_result(str(error))
         if declared:
-            policy: TaskPolicy = "required" if entry.task == "required" else "optional"
-            return await self._tasks.call_tool(ctx, entry, raw, arguments, params, policy)
+            return await self._tasks.call_tool(ctx, entry, raw, arguments, params)
         return await self._serve(
             ctx, entry, raw, arguments, params, entry.name, tool_result, error_result
         )

@@ -82,8 +82,6 @@ R = TypeVar("R")
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskPolicy = Literal["forbidden", "optional", "required"]
 TASK_POLICIES: tuple[str, ...] = ("forbidden", "optional", "required")
-METHOD_NOT_FOUND = -32601
-HEADER_MISMATCH = -32020
 _NURSERY_KEY = "mrtr_trio.tasks.nursery"
 
 _CURRENT_FLOW: ContextVar[TaskFlow | None] = ContextVar("mrtr_trio_task_flow", default=None)
@@ -227,7 +225,6 @@ class TaskFlow:
         self.answer: _Answer | None = None
         self.ready = trio.Event()  # the waiting request has its answer
         self.cancel_scope = trio.CancelScope()
-        self.finished = trio.Event()
         self._asks: dict[str, tuple[str, Request]] = {}  # wire key -> (flow's key, request)
         self._answers: dict[str, Any] = {}
         self._answered = trio.Event()
@@ -236,7 +233,7 @@ class TaskFlow:
 
     # ----------------------------------------------------------- the flow's own trio task
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self) -> None:
         """Run the round to its end (in the server's task nursery)."""
         _CURRENT_FLOW.set(self)
         asking: InputRequired | None = None
@@ -245,7 +242,7 @@ class TaskFlow:
         try:
             with self.cancel_scope:
                 try:
-                    outcome = await runtime.advance(
+                    outcome = await self.tasks.runtime.advance(
                         self.entry.fn,
                         self.arguments,
                         input_responses=self.responses,
@@ -270,7 +267,6 @@ class TaskFlow:
             with trio.CancelScope(shield=True):
                 await self._end(asking, result, error)
         finally:
-            self.finished.set()
             self.tasks._forget(self)
 
     async def _end(
@@ -285,7 +281,9 @@ class TaskFlow:
                 self._answer(_Asking(asking))
             else:
                 if result is None and error is None:  # cancelled before it became a task
-                    error = MCPError(-32603, f"the flow of tool {self.entry.name!r} was cancelled")
+                    error = MCPError(
+                        INTERNAL_ERROR, f"the flow of tool {self.entry.name!r} was cancelled"
+                    )
                 self._answer(_Ended(result, error))
             return
         if self.cancel_scope.cancelled_caught and not self._cancel_requested:
@@ -362,10 +360,6 @@ class TaskFlow:
         if self.record is not None and not self.record.terminal:
             await self._save(status="cancelled")
         self.cancel_scope.cancel()
-
-    async def save(self) -> None:
-        """Write the task's current asks and status (after `deliver`)."""
-        await self._save()
 
     async def _save(self, status: TaskStatus | None = None, **changes: Any) -> None:
         current = self.record
@@ -463,7 +457,6 @@ class Tasks:
         raw_arguments: Mapping[str, Any],
         arguments: Mapping[str, Any],
         params: types.CallToolRequestParams,
-        policy: TaskPolicy,
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """Serve a `tools/call` of a task-capable tool from a client that declared the
         extension: one round of the flow, or the `CreateTaskResult` when it goes on as a
@@ -484,7 +477,7 @@ class Tasks:
         assert isinstance(answer, _Ended)
         if isinstance(answer.error, _NoRoom):  # no room for the task at background()
             raise answer.error
-        if policy == "required":  # it never went to the background: a task born finished
+        if entry.task == "required":  # it never went to the background: a task born finished
             return await self._born_finished(flow.owner, answer)
         if answer.error is not None:
             raise answer.error
@@ -506,18 +499,18 @@ class Tasks:
         )
         if not isinstance(nursery, trio.Nursery):
             raise MCPError(
-                -32603,
+                INTERNAL_ERROR,
                 "tasks need the server's lifespan: serve with App.serve_http, App.serve_stdio "
                 "or an ASGI server that runs lifespans",
             )
         if len(self._flows) >= self.max_flows:
             raise MCPError(
-                -32603, f"the server is running {self.max_flows} task flows; retry later"
+                INTERNAL_ERROR, f"the server is running {self.max_flows} task flows; retry later"
             )
         responses = raw_input_responses(params)
         flow = TaskFlow(self, entry, arguments, params, responses, ctx, bind)
         self._flows.add(flow)
-        nursery.start_soon(flow.run, self.runtime)
+        nursery.start_soon(flow.run)
         return flow
 
     async def _born_finished(self, owner: tuple[str, ...], turn: _Ended) -> dict[str, Any]:
@@ -561,15 +554,14 @@ class Tasks:
         if not isinstance(responses, Mapping) or not all(isinstance(k, str) for k in responses):
             raise MCPError(INVALID_PARAMS, "inputResponses must be an object of answers")
         flow = self._by_task.get(record.task_id)
-        if record.terminal or flow is None:
-            if not record.terminal:
+        if not record.terminal:  # a finished task acknowledges late answers
+            if flow is None:
                 raise _elsewhere(record.task_id)
-            return {"resultType": "complete"}
-        try:
-            flow.deliver(responses)
-        except InvalidInputResponse as error:
-            raise mcp_error(error) from None
-        await flow.save()
+            try:
+                flow.deliver(responses)
+            except InvalidInputResponse as error:
+                raise mcp_error(error) from None
+            await flow._save()
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any], params: Any) -> dict[str, Any]:
@@ -586,11 +578,13 @@ class Tasks:
         era, routing header, the client's declaration, then the task id."""
         method = ctx.method
         if not is_modern(ctx):
-            raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", method)
         task_id = (ctx.params or {}).get("taskId")
         present, header = mcp_name_header(ctx)
         if present and header != task_id:
-            raise MCPError(HEADER_MISMATCH, f"the Mcp-Name header does not match {method}'s taskId")
+            raise MCPError(
+                types.HEADER_MISMATCH, f"the Mcp-Name header does not match {method}'s taskId"
+            )
         if not declares_tasks(ctx):
             raise missing_tasks_extension(method)
         if not isinstance(task_id, str) or not task_id:
@@ -603,7 +597,7 @@ class Tasks:
 
 def _elsewhere(task_id: str) -> MCPError:
     return MCPError(
-        -32603,
+        INTERNAL_ERROR,
         f"task {task_id!r} runs in another process; route tasks/* requests by their Mcp-Name "
         "header to the process that created the task",
     )
