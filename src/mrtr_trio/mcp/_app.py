@@ -328,7 +328,7 @@ class App:
         if uri in resources and not resources[uri].is_template:
             return resources[uri], {}
         for entry in resources.values():
-            variables = entry.match(uri) if entry.is_template else None
+            variables = entry.match(uri)
             if variables is not None:
                 return entry, variables
         return None

@@ -104,11 +104,10 @@ class Entry:
         }
 
     def match(self, uri: str) -> dict[str, str | list[str]] | None:
-        """The template variables, percent-decoded, if *uri* is this resource's, else `None`.
-        Query variables (`{?since}`) the URI leaves out are absent, so their defaults apply."""
-        if self.uri_template is None:
-            return {} if uri == self.uri else None
-        return self.uri_template.match(uri)
+        """The template variables, percent-decoded, if *uri* matches this resource's template,
+        else `None` (always, for a plain URI: those are looked up by key). Query variables
+        (`{?since}`) the URI leaves out are absent, so their defaults apply."""
+        return None if self.uri_template is None else self.uri_template.match(uri)
 
 
 def make_entry(
