@@ -267,6 +267,26 @@ async def test_partial_update_keeps_the_rest_pending_and_checks_every_answer(url
     assert task["result"]["content"][0]["text"] == "Ann & Bob"
 
 
+async def test_an_update_that_takes_nothing_writes_nothing(nursery: trio.Nursery) -> None:
+    store = MemoryTaskStore()
+    url = await nursery.start(make_app(task_store=store).serve_http, "127.0.0.1", 0)
+    task_id = (await call(url, "confirm", {"filename": "n.txt"}))["taskId"]
+    (key,) = (await until(url, task_id, "input_required"))["inputRequests"]
+    before = await store.get(task_id)
+    assert before is not None
+    yes = {"action": "accept", "content": {"confirm": True}}
+    for responses in ({}, {"nope": yes}):  # empty, or only keys that are not outstanding
+        status, body = await rpc(
+            url, "tasks/update", {"taskId": task_id, "inputResponses": responses}
+        )
+        assert status == 200 and body["result"]["resultType"] == "complete"
+    assert await store.get(task_id) == before  # the same revision: nothing was written
+    await rpc(url, "tasks/update", {"taskId": task_id, "inputResponses": {key: yes}})
+    after = await store.get(task_id)  # an answer taken is written before the acknowledgement
+    assert after is not None and after.revision > before.revision
+    assert key not in after.input_requests
+
+
 async def test_cancel_stops_the_handler_and_is_idempotent(url: str) -> None:
     task_id = (await call(url, "wait_for", {"label": "cancel"}))["taskId"]
     await until(url, task_id, "working")

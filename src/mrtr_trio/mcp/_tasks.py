@@ -324,10 +324,11 @@ class TaskFlow:
         await self._answered.wait()
         return self._answers
 
-    def deliver(self, responses: Mapping[str, Any]) -> None:
+    def deliver(self, responses: Mapping[str, Any]) -> bool:
         """Answer outstanding requests from *responses* (wire key → client JSON), all or none:
         a malformed answer raises [InvalidInputResponse][mrtr_trio.InvalidInputResponse]
-        naming its key and nothing is taken; keys not outstanding are ignored."""
+        naming its key and nothing is taken; keys not outstanding are ignored. Whether any
+        answer was taken."""
         taken = {wire_key: raw for wire_key, raw in responses.items() if wire_key in self._asks}
         for wire_key, raw in taken.items():  # all of them, before any is taken
             check_answer(wire_key, self._asks[wire_key][1], raw)
@@ -336,6 +337,7 @@ class TaskFlow:
             self._answers[key] = raw
         if taken and not self._asks:
             self._answered.set()
+        return bool(taken)
 
     # ------------------------------------------------------------------------ the task
 
@@ -558,10 +560,11 @@ class Tasks:
             if flow is None:
                 raise _elsewhere(record.task_id)
             try:
-                flow.deliver(responses)
+                took = flow.deliver(responses)
             except InvalidInputResponse as error:
                 raise mcp_error(error) from None
-            await flow._save()
+            if took:  # nothing taken, nothing to write
+                await flow._save()
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any], params: Any) -> dict[str, Any]:
