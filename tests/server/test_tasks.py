@@ -24,7 +24,7 @@ from mrtr_trio import Context, Runtime, done, elicit, list_roots, poll, step
 from mrtr_trio.mcp import TASKS_EXTENSION, App, MemoryTaskStore, background
 
 from .clients import CALLBACKS
-from .tasks_client import TasksClient
+from .tasks_client import TasksClient, get_task, update_task
 
 EXT = {"extensions": {TASKS_EXTENSION: {}}}
 EXT_PLUS = {"elicitation": {}, "sampling": {}, **EXT}
@@ -501,6 +501,12 @@ async def test_the_same_handlers_run_in_the_other_eras() -> None:
         with pytest.raises(MCPError) as caught:  # required, and legacy has no tasks
             await client.call_tool("confirm", {"filename": "d"})
         assert caught.value.error.code == -32021
+        with pytest.raises(MCPError) as caught:  # nor tasks/* methods
+            await get_task(client.session, "task-x")
+        assert caught.value.error.code == -32601
+        with pytest.raises(MCPError) as caught:
+            await update_task(client.session, "task-x", {})
+        assert caught.value.error.code == -32601
     async with Client(app.server, mode="2026-07-28", **CALLBACKS) as client:
         result = await client.call_tool("ask_then_work", {})  # no declaration: plain MRTR
         assert result.content[0].text == "Alice True"  # type: ignore[union-attr]
