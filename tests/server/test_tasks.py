@@ -11,6 +11,7 @@ import itertools
 import json
 import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -184,7 +185,11 @@ async def test_create_returns_a_flat_task_readable_at_once(url: str) -> None:
     assert task["status"] == "working" and "requestState" not in task
     task = await until(url, created["taskId"], "completed")
     assert task["result"]["content"] == [{"type": "text", "text": "create waited"}]
-    assert task["lastUpdatedAt"] >= task["createdAt"]
+    # Stamped when it finished, after the 0.2 s step: not left at its creation time.
+    ran_for = datetime.fromisoformat(task["lastUpdatedAt"]) - datetime.fromisoformat(
+        task["createdAt"]
+    )
+    assert ran_for >= timedelta(seconds=0.15)
     assert FINALLY == ["create"]
 
 
