@@ -42,11 +42,6 @@ class UpdateTask(types.Request[UpdateParams, Literal["tasks/update"]]):
     name_param = "taskId"
 
 
-class CancelTask(types.Request[TaskParams, Literal["tasks/cancel"]]):
-    method: Literal["tasks/cancel"] = "tasks/cancel"
-    name_param = "taskId"
-
-
 class CreatedTask(types.Result):
     """A ``CreateTaskResult``."""
 
@@ -67,10 +62,6 @@ async def update_task(
 ) -> dict[str, Any]:
     request = UpdateTask(params=UpdateParams(task_id=task_id, input_responses=responses))
     return await session.send_request(request, ANY)
-
-
-async def cancel_task(session: ClientSession, task_id: str) -> dict[str, Any]:
-    return await session.send_request(CancelTask(params=TaskParams(task_id=task_id)), ANY)
 
 
 class TasksClient(ClientExtension):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from mrtr_trio import Context, Runtime, done, elicit, list_roots, poll, step
 from mrtr_trio.mcp import TASKS_EXTENSION, App, MemoryTaskStore, background
 
 from .clients import CALLBACKS
-from .tasks_client import TasksClient
+from .tasks_client import TasksClient, get_task, update_task
 
 EXT = {"extensions": {TASKS_EXTENSION: {}}}
 EXT_PLUS = {"elicitation": {}, "sampling": {}, **EXT}
@@ -183,7 +185,11 @@ async def test_create_returns_a_flat_task_readable_at_once(url: str) -> None:
     assert task["status"] == "working" and "requestState" not in task
     task = await until(url, created["taskId"], "completed")
     assert task["result"]["content"] == [{"type": "text", "text": "create waited"}]
-    assert task["lastUpdatedAt"] >= task["createdAt"]
+    # Stamped when it finished, after the 0.2 s step: not left at its creation time.
+    ran_for = datetime.fromisoformat(task["lastUpdatedAt"]) - datetime.fromisoformat(
+        task["createdAt"]
+    )
+    assert ran_for >= timedelta(seconds=0.15)
     assert FINALLY == ["create"]
 
 
@@ -266,6 +272,26 @@ async def test_partial_update_keeps_the_rest_pending_and_checks_every_answer(url
     assert task["result"]["content"][0]["text"] == "Ann & Bob"
 
 
+async def test_an_update_that_takes_nothing_writes_nothing(nursery: trio.Nursery) -> None:
+    store = MemoryTaskStore()
+    url = await nursery.start(make_app(task_store=store).serve_http, "127.0.0.1", 0)
+    task_id = (await call(url, "confirm", {"filename": "n.txt"}))["taskId"]
+    (key,) = (await until(url, task_id, "input_required"))["inputRequests"]
+    before = await store.get(task_id)
+    assert before is not None
+    yes = {"action": "accept", "content": {"confirm": True}}
+    for responses in ({}, {"nope": yes}):  # empty, or only keys that are not outstanding
+        status, body = await rpc(
+            url, "tasks/update", {"taskId": task_id, "inputResponses": responses}
+        )
+        assert status == 200 and body["result"]["resultType"] == "complete"
+    assert await store.get(task_id) == before  # the same revision: nothing was written
+    await rpc(url, "tasks/update", {"taskId": task_id, "inputResponses": {key: yes}})
+    after = await store.get(task_id)  # an answer taken is written before the acknowledgement
+    assert after is not None and after.revision > before.revision
+    assert key not in after.input_requests
+
+
 async def test_cancel_stops_the_handler_and_is_idempotent(url: str) -> None:
     task_id = (await call(url, "wait_for", {"label": "cancel"}))["taskId"]
     await until(url, task_id, "working")
@@ -287,11 +313,23 @@ async def test_cancel_stops_the_handler_and_is_idempotent(url: str) -> None:
     assert status == 200  # a finished task acknowledges late answers
 
 
-async def test_tool_error_completes_and_protocol_error_fails(url: str) -> None:
+def errors_logged(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "mrtr_trio.mcp" and r.levelno >= logging.ERROR]
+
+
+async def test_tool_error_completes_and_protocol_error_fails(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
     task_id = (await call(url, "broken"))["taskId"]
     task = await until(url, task_id, "completed", "failed")
     assert task["status"] == "completed" and task["result"]["isError"] is True
     assert task["result"]["content"][0]["text"] == "disk on fire"
+    # Logged as an ordinary call's tool error is: ERROR, with the handler's traceback.
+    [record] = errors_logged(caplog)
+    assert record.getMessage() == "tool 'broken' failed"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "disk on fire"
+    assert f'File "{__file__}"' in caplog.text and 'raise RuntimeError("disk' in caplog.text
 
     task_id = (await call(url, "needs_roots"))["taskId"]  # the client declared no roots
     task = await until(url, task_id, "completed", "failed")
@@ -299,6 +337,30 @@ async def test_tool_error_completes_and_protocol_error_fails(url: str) -> None:
     assert task["error"]["code"] == -32021
     assert task["error"]["data"] == {"requiredCapabilities": {"roots": {}}}
     assert "roots" in task["statusMessage"]
+    assert len(errors_logged(caplog)) == 1  # a protocol error is the client's, not a fault
+
+
+async def test_a_full_store_refuses_the_call_wherever_the_task_would_start(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    FINALLY.clear()
+    url = await nursery.start(make_app(task_store=MemoryTaskStore(1)).serve_http, "127.0.0.1", 0)
+    running = await call(url, "wait_for", {"label": "holder"})
+    assert running["status"] == "working"  # the store's one place is taken by a running task
+    # At background() (an optional tool, a required one) or born finished: -32603, no task,
+    # and not a tool error (no isError result, nothing logged as a fault).
+    for tool, arguments in [
+        ("wait_for", {"label": "refused"}),
+        ("confirm", {"filename": "x"}),
+        ("quick", {}),
+    ]:
+        _, body = await rpc(url, "tools/call", {"name": tool, "arguments": arguments})
+        assert body["error"]["code"] == -32603, tool
+        assert body["error"]["message"] == (
+            "1 tasks are running; wait for some to finish or raise max_tasks"
+        )
+    await finally_ran("refused")  # the refused flow was closed at background()
+    assert errors_logged(caplog) == []
 
 
 async def test_mrtr_rounds_before_the_task(url: str) -> None:
@@ -444,6 +506,12 @@ async def test_the_same_handlers_run_in_the_other_eras() -> None:
         with pytest.raises(MCPError) as caught:  # required, and legacy has no tasks
             await client.call_tool("confirm", {"filename": "d"})
         assert caught.value.error.code == -32021
+        with pytest.raises(MCPError) as caught:  # nor tasks/* methods
+            await get_task(client.session, "task-x")
+        assert caught.value.error.code == -32601
+        with pytest.raises(MCPError) as caught:
+            await update_task(client.session, "task-x", {})
+        assert caught.value.error.code == -32601
     async with Client(app.server, mode="2026-07-28", **CALLBACKS) as client:
         result = await client.call_tool("ask_then_work", {})  # no declaration: plain MRTR
         assert result.content[0].text == "Alice True"  # type: ignore[union-attr]

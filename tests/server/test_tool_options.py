@@ -3,7 +3,7 @@ policy, as registered and as served."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import httpx2
 import pytest
@@ -27,7 +27,7 @@ def make_app() -> App:
     app = App("options", runtime=Runtime([b"k" * 32]))
 
     @app.tool(input_schema=SCHEMA)
-    async def verbatim(ctx: Context, name: str = "x") -> str:
+    async def verbatim(ctx: Context, name: Literal["x", "y"] = "x") -> str:
         return name
 
     @app.tool(headers={"region": "Region", "count": "Count"})
@@ -44,10 +44,25 @@ async def test_schemas_are_served_as_given_and_annotated() -> None:
     properties = tools["regional"].input_schema["properties"]
     assert properties["region"]["x-mcp-header"] == "Region"
     assert properties["count"]["x-mcp-header"] == "Count"
-    # Arguments are still checked against the parameters.
+    # Arguments are still checked against the parameters: "z" is a string, as SCHEMA allows,
+    # but not one of the Literal's values.
     async with Client(make_app().server, mode="2026-07-28") as client:
-        result = await client.call_tool("verbatim", {"name": 3})
-    assert result.is_error
+        result = await client.call_tool("verbatim", {"name": "z"})
+        assert result.is_error
+        result = await client.call_tool("verbatim", {"name": "y"})
+        assert not result.is_error and result.content[0].text == "y"  # type: ignore[union-attr]
+
+
+async def test_the_schema_is_built_once_and_never_handed_out_to_edit() -> None:
+    app = make_app()
+    lookup = app.server.get_tool_input_schema  # what the SDK asks before each tools/call
+    assert lookup is not None
+    assert lookup("regional") is lookup("regional")  # built at registration, not per call
+    listed = await app._list_tools(None, None)
+    for tool in listed.tools:  # whatever edits a tools/list result on its way out
+        tool.input_schema["properties"].clear()
+    assert lookup("regional")["properties"]["region"]["x-mcp-header"] == "Region"  # type: ignore[index]
+    assert lookup("verbatim") == SCHEMA
 
 
 async def post(url: str, arguments: dict[str, Any], headers: dict[str, str]) -> Any:

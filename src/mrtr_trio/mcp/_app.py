@@ -4,6 +4,7 @@ both eras, on the official SDK's low-level server.
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
@@ -15,11 +16,10 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from starlette.types import ASGIApp
 
-from .._errors import INTERNAL_ERROR, MrtrError
 from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
-from ._log import log_calls, log_failure
+from ._log import log_calls
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._sdk import add_middleware
 from ._tasks import (
@@ -28,6 +28,7 @@ from ._tasks import (
     TaskPolicy,
     Tasks,
     declares_tasks,
+    flow_failure,
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore
@@ -44,10 +45,7 @@ from ._transports import (
     serve_stdio,
 )
 from ._wire import (
-    PROTOCOL_ERRORS,
-    error_message,
     error_result,
-    mcp_error,
     prompt_result,
     resource_result,
     tool_result,
@@ -201,12 +199,18 @@ class App:
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
             tools=[
-                types.Tool(name=e.name, description=e.description, input_schema=e.input_schema())
+                types.Tool(
+                    name=e.name,
+                    description=e.description,
+                    # A copy: the result may be edited on its way out; the registry must not be.
+                    input_schema=copy.deepcopy(dict(e.input_schema())),
+                )
                 for e in self._entries["tool"].values()
             ]
         )
 
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+    def _tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
+        """The SDK's lookup before each `tools/call` (it only reads the schema)."""
         entry = self._entries["tool"].get(name)
         return None if entry is None else entry.input_schema()
 
@@ -269,8 +273,7 @@ class App:
         except ArgumentsError as error:  # per spec, a tool execution error
             return error_result(str(error))
         if declared:
-            policy: TaskPolicy = "required" if entry.task == "required" else "optional"
-            return await self._tasks.call_tool(ctx, entry, raw, arguments, params, policy)
+            return await self._tasks.call_tool(ctx, entry, raw, arguments, params)
         return await self._serve(
             ctx, entry, raw, arguments, params, entry.name, tool_result, error_result
         )
@@ -325,7 +328,7 @@ class App:
         if uri in resources and not resources[uri].is_template:
             return resources[uri], {}
         for entry in resources.values():
-            variables = entry.match(uri) if entry.is_template else None
+            variables = entry.match(uri)
             if variables is not None:
                 return entry, variables
         return None
@@ -341,24 +344,20 @@ class App:
         to_result: Callable[[Any], R],
         failure_result: Callable[[str], R] | None = None,
     ) -> R | types.InputRequiredResult:
-        """Run the flow and shape its outcome. Protocol errors are JSON-RPC errors everywhere;
-        any other failure becomes *failure_result* (tools: an `isError` result) or, without
-        one, a JSON-RPC error with the error's code (prompts, resources; DESIGN §3)."""
+        """Run the flow and shape its outcome; a failure answers as `flow_failure` says (the
+        task driver answers its tool errors the same way)."""
         try:
             outcome = await run_flow(
                 self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
             )
             return outcome if not isinstance(outcome, Complete) else to_result(outcome.value)
-        except PROTOCOL_ERRORS as error:
-            raise mcp_error(error) from error
         except Exception as error:
-            log_failure(entry.kind, entry.name, error)
-            if failure_result is not None:
-                return failure_result(error_message(error))
-            if isinstance(error, MCPError):
-                raise  # e.g. the client's error answer to a legacy request, with its code
-            code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
-            raise MCPError(code, error_message(error)) from error
+            answer = flow_failure(entry, error, failure_result)
+            if answer is error:
+                raise
+            if isinstance(answer, MCPError):
+                raise answer from error
+            return answer
 
     def bind_bytes(
         self,

@@ -50,15 +50,24 @@ class Entry:
     task: str = "forbidden"
     schema: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    _input_schema: Mapping[str, Any] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        # Built once: the SDK asks for a tool's schema before every tools/call with arguments.
+        object.__setattr__(self, "_input_schema", self._build_input_schema())
 
     @property
     def is_template(self) -> bool:
         """A resource whose URI has `{variables}`."""
         return self.uri_template is not None
 
-    def input_schema(self) -> dict[str, Any]:
+    def input_schema(self) -> Mapping[str, Any]:
         """The JSON schema of the arguments (a tool's `inputSchema`): the one given verbatim,
-        or the parameters' own; with each header-mapped parameter annotated."""
+        or the parameters' own; with each header-mapped parameter annotated. Built at
+        registration and shared: read it, never change it (copy it to hand it out)."""
+        return self._input_schema
+
+    def _build_input_schema(self) -> dict[str, Any]:
         if self.schema is not None:
             schema = copy.deepcopy(dict(self.schema))
         else:
@@ -95,11 +104,10 @@ class Entry:
         }
 
     def match(self, uri: str) -> dict[str, str | list[str]] | None:
-        """The template variables, percent-decoded, if *uri* is this resource's, else `None`.
-        Query variables (`{?since}`) the URI leaves out are absent, so their defaults apply."""
-        if self.uri_template is None:
-            return {} if uri == self.uri else None
-        return self.uri_template.match(uri)
+        """The template variables, percent-decoded, if *uri* matches this resource's template,
+        else `None` (always, for a plain URI: those are looked up by key). Query variables
+        (`{?since}`) the URI leaves out are absent, so their defaults apply."""
+        return None if self.uri_template is None else self.uri_template.match(uri)
 
 
 def make_entry(

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import attrs
 import mcp_types as types
@@ -36,9 +36,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from .._errors import (
+    INTERNAL_ERROR,
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     InvalidInputResponse,
+    MrtrError,
 )
 from .._flow import Step, step
 from .._modern import InputRequired
@@ -54,6 +56,7 @@ from ._host import (
     raw_input_responses,
     request_bind,
 )
+from ._log import log_failure
 from ._registry import Entry
 from ._sdk import mcp_name_header
 from ._taskstore import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, TaskStoreFull
@@ -71,13 +74,14 @@ __all__ = [
     "TaskPolicy",
     "Tasks",
     "background",
+    "flow_failure",
 ]
+
+R = TypeVar("R")
 
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 TaskPolicy = Literal["forbidden", "optional", "required"]
 TASK_POLICIES: tuple[str, ...] = ("forbidden", "optional", "required")
-METHOD_NOT_FOUND = -32601
-HEADER_MISMATCH = -32020
 _NURSERY_KEY = "mrtr_trio.tasks.nursery"
 
 _CURRENT_FLOW: ContextVar[TaskFlow | None] = ContextVar("mrtr_trio_task_flow", default=None)
@@ -120,6 +124,25 @@ def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
         return False
     extensions = client_capabilities(ctx).get("extensions")
     return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
+
+
+def flow_failure(
+    entry: Entry, error: Exception, failure_result: Callable[[str], R] | None = None
+) -> R | MCPError:
+    """What a flow that raised *error* answers, whichever driver ran it: a protocol error is
+    its JSON-RPC error; any other failure is logged (`log_failure`: ERROR with the traceback
+    for a fault in the server's code) and becomes *failure_result* (tools: an `isError`
+    result) or, without one, a JSON-RPC error with the error's code (prompts, resources;
+    DESIGN §3), an `MCPError` as it is."""
+    if isinstance(error, PROTOCOL_ERRORS):
+        return mcp_error(error)
+    log_failure(entry.kind, entry.name, error)
+    if failure_result is not None:
+        return failure_result(error_message(error))
+    if isinstance(error, MCPError):
+        return error  # e.g. the client's error answer to a legacy request, with its code
+    code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
+    return MCPError(code, error_message(error))
 
 
 # ------------------------------------------------------------- what the request answers
@@ -202,7 +225,6 @@ class TaskFlow:
         self.answer: _Answer | None = None
         self.ready = trio.Event()  # the waiting request has its answer
         self.cancel_scope = trio.CancelScope()
-        self.finished = trio.Event()
         self._asks: dict[str, tuple[str, Request]] = {}  # wire key -> (flow's key, request)
         self._answers: dict[str, Any] = {}
         self._answered = trio.Event()
@@ -211,7 +233,7 @@ class TaskFlow:
 
     # ----------------------------------------------------------- the flow's own trio task
 
-    async def run(self, runtime: Runtime) -> None:
+    async def run(self) -> None:
         """Run the round to its end (in the server's task nursery)."""
         _CURRENT_FLOW.set(self)
         asking: InputRequired | None = None
@@ -220,7 +242,7 @@ class TaskFlow:
         try:
             with self.cancel_scope:
                 try:
-                    outcome = await runtime.advance(
+                    outcome = await self.tasks.runtime.advance(
                         self.entry.fn,
                         self.arguments,
                         input_responses=self.responses,
@@ -234,14 +256,17 @@ class TaskFlow:
                         asking = outcome
                     else:
                         result = tool_result(outcome.value)
-                except PROTOCOL_ERRORS as failure:
-                    error = mcp_error(failure)
-                except Exception as failure:  # a tool error, as a synchronous call reports it
-                    result = error_result(error_message(failure))
+                except _NoRoom as refused:  # at background(): the call is refused, not failed
+                    error = refused
+                except Exception as failure:  # as a synchronous call answers (and logs) it
+                    answer = flow_failure(self.entry, failure, error_result)
+                    if isinstance(answer, MCPError):
+                        error = answer
+                    else:
+                        result = answer
             with trio.CancelScope(shield=True):
                 await self._end(asking, result, error)
         finally:
-            self.finished.set()
             self.tasks._forget(self)
 
     async def _end(
@@ -256,7 +281,9 @@ class TaskFlow:
                 self._answer(_Asking(asking))
             else:
                 if result is None and error is None:  # cancelled before it became a task
-                    error = MCPError(-32603, f"the flow of tool {self.entry.name!r} was cancelled")
+                    error = MCPError(
+                        INTERNAL_ERROR, f"the flow of tool {self.entry.name!r} was cancelled"
+                    )
                 self._answer(_Ended(result, error))
             return
         if self.cancel_scope.cancelled_caught and not self._cancel_requested:
@@ -264,11 +291,8 @@ class TaskFlow:
             return
         if self.cancel_scope.cancelled_caught:
             await self._save(status="cancelled")
-        elif error is not None:
-            await self._save(status="failed", error=_error_json(error), status_message=str(error))
         else:
-            assert result is not None
-            await self._save(status="completed", result=_result_json(result))
+            await self._save(**_outcome(result, error))
 
     def _answer(self, answer: _Answer) -> None:
         self.answer = answer
@@ -300,10 +324,11 @@ class TaskFlow:
         await self._answered.wait()
         return self._answers
 
-    def deliver(self, responses: Mapping[str, Any]) -> None:
+    def deliver(self, responses: Mapping[str, Any]) -> bool:
         """Answer outstanding requests from *responses* (wire key → client JSON), all or none:
         a malformed answer raises [InvalidInputResponse][mrtr_trio.InvalidInputResponse]
-        naming its key and nothing is taken; keys not outstanding are ignored."""
+        naming its key and nothing is taken; keys not outstanding are ignored. Whether any
+        answer was taken."""
         taken = {wire_key: raw for wire_key, raw in responses.items() if wire_key in self._asks}
         for wire_key, raw in taken.items():  # all of them, before any is taken
             check_answer(wire_key, self._asks[wire_key][1], raw)
@@ -312,6 +337,7 @@ class TaskFlow:
             self._answers[key] = raw
         if taken and not self._asks:
             self._answered.set()
+        return bool(taken)
 
     # ------------------------------------------------------------------------ the task
 
@@ -321,17 +347,7 @@ class TaskFlow:
         if self.record is not None:
             return
         tasks = self.tasks
-        now = tasks.store.clock()
-        record = TaskRecord(
-            task_id=f"task-{secrets.token_urlsafe(18)}",
-            status="working",
-            created_at=now,
-            updated_at=now,
-            ttl=tasks.ttl,
-            owner=self.owner,
-            poll_interval=tasks.poll_interval,
-        )
-        await tasks.store.create(record)
+        record = await tasks._create(self.owner, status="working")
         self.record = record
         tasks._by_task[record.task_id] = self
         if tasks.ttl is not None:
@@ -347,10 +363,6 @@ class TaskFlow:
             await self._save(status="cancelled")
         self.cancel_scope.cancel()
 
-    async def save(self) -> None:
-        """Write the task's current asks and status (after `deliver`)."""
-        await self._save()
-
     async def _save(self, status: TaskStatus | None = None, **changes: Any) -> None:
         current = self.record
         if current is None or current.terminal:
@@ -365,15 +377,24 @@ class TaskFlow:
         await self.tasks.store.put(self.record)
 
 
-def _result_json(result: types.CallToolResult) -> dict[str, Any]:
-    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+def _outcome(result: types.CallToolResult | None, error: MCPError | None) -> dict[str, Any]:
+    """A finished task's record fields, from the handler's outcome: `failed` with the protocol
+    *error* inlined (its message as `statusMessage`), else `completed` with the *result*."""
+    if error is not None:
+        wire: dict[str, Any] = {"code": error.error.code, "message": error.error.message}
+        if error.error.data is not None:
+            wire["data"] = error.error.data
+        return {"status": "failed", "error": wire, "status_message": str(error)}
+    assert result is not None
+    return {
+        "status": "completed",
+        "result": result.model_dump(by_alias=True, mode="json", exclude_none=True),
+    }
 
 
-def _error_json(error: MCPError) -> dict[str, Any]:
-    wire: dict[str, Any] = {"code": error.error.code, "message": error.error.message}
-    if error.error.data is not None:
-        wire["data"] = error.error.data
-    return wire
+class _NoRoom(MCPError):
+    """The store has no room for a new task: the `tools/call` is refused with `-32603`, as
+    when the process runs `max_flows` flows (not a tool error, and no task exists)."""
 
 
 # ------------------------------------------------------------------ the extension, per App
@@ -438,7 +459,6 @@ class Tasks:
         raw_arguments: Mapping[str, Any],
         arguments: Mapping[str, Any],
         params: types.CallToolRequestParams,
-        policy: TaskPolicy,
     ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         """Serve a `tools/call` of a task-capable tool from a client that declared the
         extension: one round of the flow, or the `CreateTaskResult` when it goes on as a
@@ -457,7 +477,9 @@ class Tasks:
         if isinstance(answer, _Started):
             return answer.record.to_wire(detailed=False)
         assert isinstance(answer, _Ended)
-        if policy == "required":  # it never went to the background: a task born finished
+        if isinstance(answer.error, _NoRoom):  # no room for the task at background()
+            raise answer.error
+        if entry.task == "required":  # it never went to the background: a task born finished
             return await self._born_finished(flow.owner, answer)
         if answer.error is not None:
             raise answer.error
@@ -479,39 +501,42 @@ class Tasks:
         )
         if not isinstance(nursery, trio.Nursery):
             raise MCPError(
-                -32603,
+                INTERNAL_ERROR,
                 "tasks need the server's lifespan: serve with App.serve_http, App.serve_stdio "
                 "or an ASGI server that runs lifespans",
             )
         if len(self._flows) >= self.max_flows:
             raise MCPError(
-                -32603, f"the server is running {self.max_flows} task flows; retry later"
+                INTERNAL_ERROR, f"the server is running {self.max_flows} task flows; retry later"
             )
         responses = raw_input_responses(params)
         flow = TaskFlow(self, entry, arguments, params, responses, ctx, bind)
         self._flows.add(flow)
-        nursery.start_soon(flow.run, self.runtime)
+        nursery.start_soon(flow.run)
         return flow
 
     async def _born_finished(self, owner: tuple[str, ...], turn: _Ended) -> dict[str, Any]:
+        record = await self._create(owner, **_outcome(turn.result, turn.error))
+        return record.to_wire(detailed=False)
+
+    async def _create(self, owner: tuple[str, ...], **fields: Any) -> TaskRecord:
+        """Store a new task of *owner*'s, with these record fields (its status at least);
+        `_NoRoom` (-32603) when the store is full."""
         now = self.store.clock()
         record = TaskRecord(
             task_id=f"task-{secrets.token_urlsafe(18)}",
-            status="failed" if turn.error is not None else "completed",
             created_at=now,
             updated_at=now,
             ttl=self.ttl,
             owner=owner,
             poll_interval=self.poll_interval,
-            status_message=None if turn.error is None else str(turn.error),
-            result=None if turn.result is None else _result_json(turn.result),
-            error=None if turn.error is None else _error_json(turn.error),
+            **fields,
         )
         try:
             await self.store.create(record)
         except TaskStoreFull as full:
-            raise MCPError(-32603, str(full)) from None
-        return record.to_wire(detailed=False)
+            raise _NoRoom(INTERNAL_ERROR, str(full)) from None
+        return record
 
     # ------------------------------------------------------------------------ tasks/*
 
@@ -531,15 +556,15 @@ class Tasks:
         if not isinstance(responses, Mapping) or not all(isinstance(k, str) for k in responses):
             raise MCPError(INVALID_PARAMS, "inputResponses must be an object of answers")
         flow = self._by_task.get(record.task_id)
-        if record.terminal or flow is None:
-            if not record.terminal:
+        if not record.terminal:  # a finished task acknowledges late answers
+            if flow is None:
                 raise _elsewhere(record.task_id)
-            return {"resultType": "complete"}
-        try:
-            flow.deliver(responses)
-        except InvalidInputResponse as error:
-            raise mcp_error(error) from None
-        await flow.save()
+            try:
+                took = flow.deliver(responses)
+            except InvalidInputResponse as error:
+                raise mcp_error(error) from None
+            if took:  # nothing taken, nothing to write
+                await flow._save()
         return {"resultType": "complete"}
 
     async def _cancel(self, ctx: ServerRequestContext[Any], params: Any) -> dict[str, Any]:
@@ -556,11 +581,13 @@ class Tasks:
         era, routing header, the client's declaration, then the task id."""
         method = ctx.method
         if not is_modern(ctx):
-            raise MCPError(METHOD_NOT_FOUND, "Method not found", method)
+            raise MCPError(types.METHOD_NOT_FOUND, "Method not found", method)
         task_id = (ctx.params or {}).get("taskId")
         present, header = mcp_name_header(ctx)
         if present and header != task_id:
-            raise MCPError(HEADER_MISMATCH, f"the Mcp-Name header does not match {method}'s taskId")
+            raise MCPError(
+                types.HEADER_MISMATCH, f"the Mcp-Name header does not match {method}'s taskId"
+            )
         if not declares_tasks(ctx):
             raise missing_tasks_extension(method)
         if not isinstance(task_id, str) or not task_id:
@@ -573,7 +600,7 @@ class Tasks:
 
 def _elsewhere(task_id: str) -> MCPError:
     return MCPError(
-        -32603,
+        INTERNAL_ERROR,
         f"task {task_id!r} runs in another process; route tasks/* requests by their Mcp-Name "
         "header to the process that created the task",
     )

@@ -180,11 +180,13 @@ class MemoryTaskStore:
             del self._records[task_id]
         if len(self._records) < self.max_tasks:
             return
-        finished = sorted(
-            (r for r in self._records.values() if r.terminal), key=lambda r: r.updated_at
+        oldest = min(
+            (r for r in self._records.values() if r.terminal),
+            key=lambda r: r.updated_at,
+            default=None,
         )
-        if not finished:
+        if oldest is None:
             raise TaskStoreFull(
                 f"{self.max_tasks} tasks are running; wait for some to finish or raise max_tasks"
             )
-        del self._records[finished[0].task_id]
+        del self._records[oldest.task_id]
