@@ -19,7 +19,7 @@ from starlette.types import ASGIApp
 from .._modern import Complete
 from .._runtime import Runtime
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
-from ._log import log_calls
+from ._log import flow_failure, log_calls
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._sdk import add_middleware
 from ._tasks import (
@@ -28,7 +28,6 @@ from ._tasks import (
     TaskPolicy,
     Tasks,
     declares_tasks,
-    flow_failure,
     missing_tasks_extension,
 )
 from ._taskstore import TaskStore

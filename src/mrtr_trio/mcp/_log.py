@@ -3,7 +3,8 @@
 - One DEBUG line per `tools/call`, `prompts/get` and `resources/read` served: the method, the
   target, the protocol version, the outcome (`complete`, `input_required` with the keys asked,
   `isError`, or the JSON-RPC error) and the time it took.
-- A flow that fails, whatever the client is told: ERROR with the traceback when the server's
+- A flow that fails, whatever the client is told ([flow_failure][mrtr_trio.mcp._log.flow_failure]
+  says what it is told, in every driver): ERROR with the traceback when the server's
   code is at fault (the handler raised, yielded something that is not a request, or built an
   invalid request), WARNING with the message when the flow ended on a limit or on the client
   (round limit, round timeout, no back channel, the client's error answer to a request).
@@ -16,18 +17,28 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from .._errors import BackChannelUnavailable, RoundLimitExceeded, RoundTimeout
+from .._errors import (
+    INTERNAL_ERROR,
+    BackChannelUnavailable,
+    MrtrError,
+    RoundLimitExceeded,
+    RoundTimeout,
+)
 from ._host import MRTR_METHODS
+from ._registry import Entry
+from ._wire import PROTOCOL_ERRORS, error_message, mcp_error
 
-__all__ = ["log", "log_calls", "log_failure"]
+__all__ = ["flow_failure", "log", "log_calls", "log_failure"]
 
 log = logging.getLogger("mrtr_trio.mcp")
+
+R = TypeVar("R")
 
 #: Failures that end a flow without a fault in the server's code.
 _ENDED_BY_CLIENT_OR_LIMIT = (RoundLimitExceeded, RoundTimeout, BackChannelUnavailable, MCPError)
@@ -40,6 +51,25 @@ def log_failure(kind: str, name: str, error: Exception) -> None:
         log.warning("%s %r ended: %s: %s", kind, name, type(error).__name__, error)
     else:
         log.error("%s %r failed", kind, name, exc_info=error)
+
+
+def flow_failure(
+    entry: Entry, error: Exception, failure_result: Callable[[str], R] | None = None
+) -> R | MCPError:
+    """What a flow that raised *error* answers, whichever driver ran it: a protocol error is
+    its JSON-RPC error; any other failure is logged (`log_failure`: ERROR with the traceback
+    for a fault in the server's code) and becomes *failure_result* (tools: an `isError`
+    result) or, without one, a JSON-RPC error with the error's code (prompts, resources;
+    DESIGN §3), an `MCPError` as it is."""
+    if isinstance(error, PROTOCOL_ERRORS):
+        return mcp_error(error)
+    log_failure(entry.kind, entry.name, error)
+    if failure_result is not None:
+        return failure_result(error_message(error))
+    if isinstance(error, MCPError):
+        return error  # e.g. the client's error answer to a legacy request, with its code
+    code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
+    return MCPError(code, error_message(error))
 
 
 async def log_calls(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from contextvars import ContextVar
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -40,7 +40,6 @@ from .._errors import (
     INVALID_PARAMS,
     MISSING_REQUIRED_CLIENT_CAPABILITY,
     InvalidInputResponse,
-    MrtrError,
 )
 from .._flow import Step, step
 from .._modern import InputRequired
@@ -56,13 +55,11 @@ from ._host import (
     raw_input_responses,
     request_bind,
 )
-from ._log import log_failure
+from ._log import flow_failure
 from ._registry import Entry
 from ._sdk import mcp_name_header
 from ._taskstore import MemoryTaskStore, TaskRecord, TaskStatus, TaskStore, TaskStoreFull
 from ._wire import (
-    PROTOCOL_ERRORS,
-    error_message,
     error_result,
     input_required_result,
     mcp_error,
@@ -74,7 +71,6 @@ __all__ = [
     "TaskPolicy",
     "Tasks",
     "background",
-    "flow_failure",
 ]
 
 R = TypeVar("R")
@@ -124,25 +120,6 @@ def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
         return False
     extensions = client_capabilities(ctx).get("extensions")
     return isinstance(extensions, Mapping) and TASKS_EXTENSION in extensions
-
-
-def flow_failure(
-    entry: Entry, error: Exception, failure_result: Callable[[str], R] | None = None
-) -> R | MCPError:
-    """What a flow that raised *error* answers, whichever driver ran it: a protocol error is
-    its JSON-RPC error; any other failure is logged (`log_failure`: ERROR with the traceback
-    for a fault in the server's code) and becomes *failure_result* (tools: an `isError`
-    result) or, without one, a JSON-RPC error with the error's code (prompts, resources;
-    DESIGN §3), an `MCPError` as it is."""
-    if isinstance(error, PROTOCOL_ERRORS):
-        return mcp_error(error)
-    log_failure(entry.kind, entry.name, error)
-    if failure_result is not None:
-        return failure_result(error_message(error))
-    if isinstance(error, MCPError):
-        return error  # e.g. the client's error answer to a legacy request, with its code
-    code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
-    return MCPError(code, error_message(error))
 
 
 # ------------------------------------------------------------- what the request answers
