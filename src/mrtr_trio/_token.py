@@ -159,12 +159,19 @@ def _answer_fields(answer: Answer) -> list[Any]:
     return [[[r.uri] if r.name is None else [r.uri, r.name] for r in answer.roots]]
 
 
+def _elicit_result(code: Any, content: Any) -> ElicitResult:
+    if type(code) is not int or not 0 <= code < len(ACTIONS):
+        raise ValueError(f"bad elicitation action {code!r}")
+    if content is not None and type(content) is not dict:
+        raise ValueError("bad elicitation content")
+    return trusted_elicit_result(ACTIONS[code], content)
+
+
 def _answer_from_fields(kind: int, fields: list[Any]) -> Answer:
     if kind == 0:
-        content = fields[1] if len(fields) == 2 else None
-        if content is not None and type(content) is not dict:
-            raise ValueError("bad elicitation content")
-        return trusted_elicit_result(ACTIONS[fields[0]], content)
+        if not 0 < len(fields) < 3:
+            raise ValueError(f"bad elicitation answer {fields!r}")
+        return _elicit_result(fields[0], fields[1] if len(fields) == 2 else None)
     if kind == 1:
         role, content = fields[0], fields[1]
         blocks = tuple(content) if isinstance(content, list) else content
@@ -189,31 +196,48 @@ def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
 
 
 def _entries_from_cbor(data: Any) -> tuple[tuple[Entry, ...], int]:
-    """The entries, and how many of them are single-request asks."""
+    """The entries, and how many of them are single-request asks.
+
+    One pass that checks each entry's shape while it builds it (this runs for every entry of
+    every retry): the commonest entry, an elicitation answer, is read inline."""
     if type(data) is not list:
         raise ValueError("the journal is not an array")
     entries: list[Entry] = []
+    append = entries.append
     singles = 0
     for item in data:
         if type(item) is list:
-            fp = _fp(item[0])
-            if fp[0] == _STEP_KIND:
+            fp = item[0]
+            if type(fp) is not bytes or len(fp) != FINGERPRINT_BYTES:
+                raise ValueError(f"bad fingerprint {fp!r}")
+            kind = fp[0]
+            if kind == _STEP_KIND:
                 (value,) = item[1:]
-                entries.append(StepResult(fp, value))
+                append(StepResult(fp, value))
                 continue
-            entries.append(
-                AnsweredOne(f"input-{singles}", fp, _answer_from_fields(fp[0], item[1:]))
-            )
+            if kind == 0 and 1 < len(item) < 4:
+                answer: Answer = _elicit_result(item[1], item[2] if len(item) == 3 else None)
+            else:
+                answer = _answer_from_fields(kind, item[1:])
+            append(AnsweredOne(_single_key(singles), fp, answer))
             singles += 1
         elif not item:
-            entries.append(PAUSED)
+            append(PAUSED)
         else:
             prints, answers = {}, {}
             for key, (fp, *fields) in item.items():
                 prints[key] = fp = _fp(fp)
                 answers[key] = _answer_from_fields(fp[0], fields)
-            entries.append(Answered(prints, answers))
+            append(Answered(prints, answers))
     return tuple(entries), singles
+
+
+_SINGLE_KEYS = tuple(f"input-{n}" for n in range(256))
+
+
+def _single_key(n: int) -> str:
+    """The generated key of the *n*-th single-request ask (`input-N`)."""
+    return _SINGLE_KEYS[n] if n < len(_SINGLE_KEYS) else f"input-{n}"
 
 
 def _encode_journal(cursor: Cursor) -> bytes:
@@ -312,7 +336,7 @@ def decode_cursor(body: bytes, key_id: bytes = b"", token_id: bytes = b"") -> Cu
     `ValueError` when the body is not one."""
     try:
         rounds, issued_at, lifetime, journal, pending, payload, flow_id = strict_loads(body)
-        if not all(_is_time(n) for n in (rounds, issued_at, lifetime)):
+        if not (_is_time(rounds) and _is_time(issued_at) and _is_time(lifetime)):
             raise ValueError("bad counters")
         if type(flow_id) is not bytes or len(flow_id) != FLOW_ID_BYTES:
             raise ValueError("bad flow id")
