@@ -26,6 +26,7 @@ from mrtr_trio import (
     pause,
     step,
 )
+from mrtr_trio._journal import flat_record_problem, record_problem
 from mrtr_trio.testing import run_live, run_modern
 
 from .flows import CONFIRM, NAME, SIZE, happy_answer
@@ -450,6 +451,27 @@ async def test_notifications_are_not_repeated_by_replays() -> None:
 
     assert await rt.run_live(chatty, {}, ask, host=live_host) == ("accept", "accept")
     assert live_host.sent == host.sent
+
+
+class _Text(str):
+    """A str subclass: the fast check must not take it for a plain str."""
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        {},
+        {"name": "Ada", "n": 3, "x": 1.5, "ok": True, "tags": ["a", "b"]},
+        {"name": "Zoë", "city": "Łódź"},
+        {"name": "\ud800"},
+        {"\udfff": "key"},
+        {"tags": ["fine", "\ud800"]},
+        {"name": _Text("\ud800")},
+        {"n": 2**80, "nan": float("nan")},
+    ],
+)
+def test_the_fast_check_of_form_content_agrees_with_the_full_one(content: Any) -> None:
+    assert flat_record_problem(content) == record_problem(content, False)
 
 
 async def test_answers_a_token_could_not_hold_are_malformed_in_both_eras() -> None:

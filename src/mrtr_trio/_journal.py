@@ -42,6 +42,7 @@ __all__ = [
     "PendingPoll",
     "StepResult",
     "describe_fingerprint",
+    "flat_record_problem",
     "qualified_name",
     "record_problem",
     "recordable",
@@ -221,6 +222,24 @@ def recordable(value: Any, what: str) -> Any:
             f"cannot record the {type(value).__name__} from {what} in requestState "
             f"({problem}); use None, bool, int, float, str, bytes, lists and dicts"
         ) from None
+
+
+def flat_record_problem(content: Mapping[str, Any]) -> str | None:
+    """`record_problem` for flat content (string keys; strings, numbers, booleans and lists of
+    strings as values, as a form answer holds): only a string can fail (one that is not valid
+    Unicode), and an ASCII string never does, which `str.isascii` says at once. Anything
+    else takes the full check, for its exact message."""
+    for key, value in content.items():
+        kind = type(value)
+        if kind is str:
+            plain = value.isascii()
+        elif kind is list:
+            plain = all(type(v) is str and v.isascii() for v in value)
+        else:
+            plain = kind is bool or kind is int or kind is float
+        if not (plain and type(key) is str and key.isascii()):
+            return record_problem(content, False)
+    return None
 
 
 def record_problem(value: Any, depth: bool = True) -> str | None:

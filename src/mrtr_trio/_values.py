@@ -569,13 +569,14 @@ def parse_answer(request: Request, json: object) -> Answer:
     """
     if not isinstance(request, REQUEST_TYPES):
         raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
-    if isinstance(json, ANSWER_TYPES):
-        json = json.to_wire()
-    if not is_mapping(json):
-        raise InvalidInputResponse(
-            f"expected an object answering {request.method}, got {_describe(json)}"
-        )
-    if isinstance(request, ElicitRequest):
+    if type(json) is not dict:  # a client's JSON object is a dict: the rest is rarer
+        if isinstance(json, ANSWER_TYPES):
+            json = json.to_wire()
+        if not is_mapping(json):
+            raise InvalidInputResponse(
+                f"expected an object answering {request.method}, got {_describe(json)}"
+            )
+    if type(request) is ElicitRequest or isinstance(request, ElicitRequest):
         return _parse_elicit(request, json)
     if isinstance(request, CreateMessageRequest):
         return _parse_sampling(json)
@@ -603,7 +604,8 @@ def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResu
             )
     # Properties the requested schema did not ask for never reach the handler or the token.
     asked = request.schema.get("properties", {}) if request.schema is not None else {}
-    return ElicitResult("accept", {k: v for k, v in content.items() if k in asked})
+    # Checked above: the action is one of ACTIONS and the content a dict.
+    return trusted_elicit_result("accept", {k: v for k, v in content.items() if k in asked})
 
 
 def _parse_sampling(json: Mapping[str, Any]) -> CreateMessageResult:
@@ -711,6 +713,9 @@ def _check_sampling_message(message: object, where: str) -> None:
 
 
 def _is_content_value(value: object) -> bool:
+    kind = type(value)
+    if kind is str or kind is bool or kind is int:  # the common cases, at once
+        return True
     if isinstance(value, str | bool) or is_number(value):
         return True
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
