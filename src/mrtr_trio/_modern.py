@@ -115,20 +115,29 @@ async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) 
 
 
 def _check_arguments(arguments: object) -> None:
-    if not is_mapping(arguments) or not all(type(k) is str for k in arguments):
+    if not _has_str_keys(arguments):
         raise TypeError(f"arguments must be a dict with str keys, got {arguments!r}")
 
 
 def _check_responses(responses: object) -> None:
-    if responses is not None and (
-        not is_mapping(responses) or not all(type(k) is str for k in responses)
-    ):
+    if responses is not None and not _has_str_keys(responses):
         raise InvalidInputResponse(
             f"inputResponses must be an object mapping keys to answers, got {responses!r}"
         )
 
 
+def _has_str_keys(value: object) -> bool:
+    if not is_mapping(value):
+        return False
+    for key in value:  # noqa: SIM110 - a loop: all() and a generator cost more, every round
+        if type(key) is not str:
+            return False
+    return True
+
+
 def _check_bind(bind: object) -> bytes:
+    if type(bind) is bytes:
+        return bind
     if not isinstance(bind, bytes | bytearray):
         raise TypeError(f"bind must be bytes, got {type(bind).__name__}")
     return bytes(bind)
