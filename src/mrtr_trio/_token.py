@@ -48,6 +48,7 @@ from ._journal import (
     StepResult,
     strict_loads,
 )
+from ._util import Memo
 from ._values import (
     ACTIONS,
     FINGERPRINT_BYTES,
@@ -110,11 +111,53 @@ def binding_digest(identity: str, arguments: Mapping[str, Any], bind: bytes) -> 
 
     Values CBOR cannot encode bind by their JSON form when they have one (pydantic models), else
     by type name only; a host that validates arguments binds the raw ones through *bind*.
+
+    Every round of a flow binds the same arguments again: digests of small, plain ones are
+    remembered (see `_binding_key`).
     """
+    key = _binding_key(identity, arguments, bind)
+    known = None if key is None else _BINDINGS.get(key)
+    if known is not None:
+        return known
     canonical = cbor2.dumps(
         [identity, dict(arguments), bytes(bind)], canonical=True, default=_bind_fallback
     )
-    return blake3.blake3(canonical).digest()
+    digest = blake3.blake3(canonical).digest()
+    return digest if key is None else _BINDINGS.put(key, digest)
+
+
+_BINDINGS: Memo[tuple[Any, ...], bytes] = Memo()
+_MAX_KEYED_ARGUMENTS = 16
+_MAX_KEYED_TEXT = 256
+
+
+def _binding_key(
+    identity: str, arguments: Mapping[str, Any], bind: bytes
+) -> tuple[Any, ...] | None:
+    """A key under which the binding digest is remembered, or `None` (not remembered).
+
+    Two keys are equal only when the canonical encodings are: each argument is keyed by its
+    name, its exact type and its value, and only str (short), int, bool and None values are
+    keyed (1, 1.0 and True are equal in Python but encode differently; so do 0.0 and -0.0,
+    which is why floats are left out). Long texts and many arguments are not keyed, so the
+    memo stays small.
+    """
+    if (
+        type(identity) is not str
+        or type(bind) is not bytes
+        or len(arguments) > _MAX_KEYED_ARGUMENTS
+    ):
+        return None
+    parts: list[Any] = [identity, bind]
+    for name, value in arguments.items():
+        kind = type(value)
+        if kind is str:
+            if len(value) > _MAX_KEYED_TEXT:
+                return None
+        elif kind is not int and kind is not bool and value is not None:
+            return None
+        parts += (name, kind, value)
+    return tuple(parts)
 
 
 def _bind_fallback(encoder: cbor2.CBOREncoder, value: Any) -> None:
