@@ -6,6 +6,7 @@ import base64
 import logging
 from typing import Any
 
+import blake3
 import cbor2
 import pytest
 
@@ -297,6 +298,21 @@ async def test_ephemeral_key_warns_and_is_shared_per_process() -> None:
         two_asks, {"user": "u"}, input_responses=CONFIRM_ANSWER, request_state=token
     )
     assert isinstance(out, Complete)
+
+
+def test_remembered_bindings_tell_apart_values_python_calls_equal() -> None:
+    """The binding memo keys by type too: 1, True and 1.0 (equal in Python) bind differently,
+    as do 0.0 and -0.0, and a remembered digest is the one computed afresh."""
+    values = [1, True, 1.0, 0, False, 0.0, -0.0, "1", None, 2**70, "x" * 300]
+    for _ in range(2):  # the second time from the memo, where it keeps them
+        digests = [binding_digest("h", {"a": v}, b"") for v in values]
+        assert len(set(digests)) == len(values)
+    fresh = [
+        blake3.blake3(cbor2.dumps(["h", {"a": v}, b""], canonical=True)).digest() for v in values
+    ]
+    assert digests == fresh
+    assert binding_digest("h", {"a": 1}, b"x") != binding_digest("h", {"a": 1}, b"")
+    assert binding_digest("h", {"a": 1, "b": 2}, b"") == binding_digest("h", {"b": 2, "a": 1}, b"")
 
 
 # ------------------------------------------------------- the decoder behind a valid tag
