@@ -46,7 +46,7 @@ from ._journal import (
     Pending,
     PendingPoll,
     StepResult,
-    strict_loads,
+    StrictDecoder,
 )
 from ._util import Memo
 from ._values import (
@@ -378,14 +378,15 @@ def decode_cursor(body: bytes, key_id: bytes = b"", token_id: bytes = b"") -> Cu
     """The cursor from its CBOR (read from the token *token_id*, verified by the key *key_id*);
     `ValueError` when the body is not one."""
     try:
-        rounds, issued_at, lifetime, journal, pending, payload, flow_id = strict_loads(body)
+        decoder = StrictDecoder()
+        rounds, issued_at, lifetime, journal, pending, payload, flow_id = decoder.loads(body)
         if not (_is_time(rounds) and _is_time(issued_at) and _is_time(lifetime)):
             raise ValueError("bad counters")
         if type(flow_id) is not bytes or len(flow_id) != FLOW_ID_BYTES:
             raise ValueError("bad flow id")
         if type(journal) is not bytes or not journal:
             raise ValueError("bad journal")
-        entries, singles = _entries_from_cbor(strict_loads(journal))
+        entries, singles = _entries_from_cbor(decoder.loads(journal))
         sealed = (len(entries), singles, journal[_header_length(journal[0]) :])
         return Cursor(
             entries,
