@@ -22,7 +22,6 @@ goes to the log, at a bounded rate.
 
 from __future__ import annotations
 
-import base64
 import binascii
 import functools
 import hmac
@@ -102,7 +101,10 @@ _KDF_STEP = "mrtr_trio 2026-12-01 step idempotency key"
 
 def b64url(raw: bytes) -> str:
     """*raw* as unpadded base64url, the alphabet of tokens and keys."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return binascii.b2a_base64(raw, newline=False).translate(_TO_URLSAFE, b"=").decode("ascii")
+
+
+_TO_URLSAFE = bytes.maketrans(b"+/", b"-_")
 
 
 def binding_digest(identity: str, arguments: Mapping[str, Any], bind: bytes) -> bytes:
