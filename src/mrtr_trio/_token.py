@@ -508,8 +508,8 @@ class Keyring:
         key = self._signing
         if not encrypt:
             head = bytes((FORMAT_VERSION,)) + key.key_id
-            header = head + _check(key, head, body)
-            return header + body + _tag(key, binding, header, body)
+            signed = head + _check(key, head, body) + body
+            return signed + _tag(key, binding, signed)
         head = bytes((ENCRYPTED_VERSION,)) + key.key_id
         # A synthetic nonce, as in SIV: a keyed hash of everything, so it never repeats for
         # different tokens and needs no randomness.
@@ -530,15 +530,18 @@ class Keyring:
             raise InvalidRequestState(
                 f"key id {raw[1 : 1 + KEY_ID_BYTES].hex()} is not in the keyring"
             )
+        if version == FORMAT_VERSION:
+            tag = raw[-TAG_BYTES:]
+            signed = raw[:-TAG_BYTES]
+            if hmac.compare_digest(tag, _tag(key, binding, signed)):
+                return Opened(signed[_HEADER_BYTES:], key.key_id, tag)
         head, check, rest = (
             raw[: 1 + KEY_ID_BYTES],
             raw[1 + KEY_ID_BYTES : _HEADER_BYTES],
             raw[_HEADER_BYTES:],
         )
         if version == FORMAT_VERSION:
-            checked, tag = rest[:-TAG_BYTES], rest[-TAG_BYTES:]  # the body, in the clear
-            if hmac.compare_digest(tag, _tag(key, binding, raw[:_HEADER_BYTES], checked)):
-                return Opened(checked, key.key_id, tag)
+            checked = rest[:-TAG_BYTES]  # the body, in the clear
         else:
             checked = rest  # nonce | ciphertext | tag
             body = _decrypt(key, rest, binding + head)
@@ -573,8 +576,9 @@ def _decrypt(key: _Key, sealed: bytes, associated: bytes) -> bytes | None:
     return body
 
 
-def _tag(key: _Key, binding: bytes, header: bytes, body: bytes) -> bytes:
-    return blake3.blake3(b"".join((binding, header, body)), key=key.tag_key).digest(TAG_BYTES)
+def _tag(key: _Key, binding: bytes, signed: bytes) -> bytes:
+    """The tag over *signed* (a token's header and body, side by side) bound to *binding*."""
+    return blake3.blake3(binding + signed, key=key.tag_key).digest(TAG_BYTES)
 
 
 def _check(key: _Key, head: bytes, body: bytes) -> bytes:
