@@ -4,7 +4,7 @@ error messages."""
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
 __all__ = [
@@ -25,11 +25,13 @@ class Memo(Generic[K, V]):
     """A cache of values cheap enough to compute again: it forgets everything when it holds
     *limit* of them, and an unhashable key is simply never cached."""
 
-    __slots__ = ("_limit", "_values")
+    __slots__ = ("_limit", "_values", "lookup")
 
     def __init__(self, limit: int = 1024) -> None:
         self._limit = limit
         self._values: dict[K, V] = {}
+        #: `get` without its guard, for keys known to be hashable (one call less).
+        self.lookup: Callable[[K], V | None] = self._values.get
 
     def get(self, key: K) -> V | None:
         """The value remembered under *key*, or `None`."""

@@ -264,7 +264,7 @@ def elicit(message: str, schema: Mapping[str, Any]) -> ElicitRequest:
     # fingerprinted when the schema is the same object with the same content.
     key = (message, id(schema)) if type(message) is str else None
     if key is not None:
-        known = _FORMS.get(key)
+        known = _FORMS.lookup(key)  # a str and an int: hashable
         if known is not None and known[0] is schema and known[1].schema == schema:
             return known[1]
     request = ElicitRequest(message, schema=_copy_json(schema))
