@@ -232,7 +232,7 @@ def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
     if isinstance(entry, StepResult):
         return [entry.fingerprint, entry.value], singles
     if isinstance(entry, AnsweredOne):
-        if entry.key == f"input-{singles}":
+        if entry.key == _single_key(singles):
             return [entry.fingerprint, *_answer_fields(entry.answer)], singles + 1
         entry = Answered({entry.key: entry.fingerprint}, {entry.key: entry.answer})
     return {
@@ -309,7 +309,10 @@ def _array_header(length: int) -> bytes:
 
 def _header_length(first: int) -> int:
     """How many bytes the CBOR head of an array takes, from its first byte."""
-    return {0x98: 2, 0x99: 3, 0x9A: 5, 0x9B: 9}.get(first, 1)
+    return _HEADER_LENGTHS.get(first, 1)
+
+
+_HEADER_LENGTHS = {0x98: 2, 0x99: 3, 0x9A: 5, 0x9B: 9}
 
 
 def _pending_to_cbor(pending: Pending | PendingPoll | None) -> Any:
