@@ -223,7 +223,7 @@ Action = Feed | RunStep | RunPoll | Suspend | Finish
 # -------------------------------------------------------------------------------- rules
 
 
-@attrs.frozen(init=False)
+@attrs.frozen
 class Rules:
     """What a driver fixes for a flow.
 
@@ -241,22 +241,6 @@ class Rules:
     client_capabilities: Mapping[str, Any] | None = None
     free_pauses: bool = False
     record: bool = False
-
-    # Made once per round: a hand-written __init__ costs a third of what attrs writes for a
-    # frozen class of five fields.
-    def __init__(
-        self,
-        max_rounds: int,
-        strict: bool = False,
-        client_capabilities: Mapping[str, Any] | None = None,
-        free_pauses: bool = False,
-        record: bool = False,
-    ) -> None:
-        _set(self, "max_rounds", max_rounds)
-        _set(self, "strict", strict)
-        _set(self, "client_capabilities", client_capabilities)
-        _set(self, "free_pauses", free_pauses)
-        _set(self, "record", record)
 
 
 _NO_CURSOR = Cursor()
