@@ -9,6 +9,8 @@ from typing import Any
 import blake3
 import cbor2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr_trio import (
     Complete,
@@ -22,7 +24,7 @@ from mrtr_trio import (
     elicit,
     step,
 )
-from mrtr_trio._token import Keyring, StateCodec, binding_digest
+from mrtr_trio._token import Keyring, StateCodec, _strict_b64decode, b64url, binding_digest
 
 from .flows import CONFIRM, NAME
 from .hostile import decode, encode
@@ -163,6 +165,23 @@ async def test_re_encoded_tokens_are_rejected(encrypt: bool) -> None:
     for variant in variants:
         assert variant != token
         await assert_rejected(runtime, variant)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=ALPHABET + "+/=!. \n\t\u00e9\u0430\uff21", max_size=14))
+def test_strict_base64url_takes_exactly_the_canonical_unpadded_texts(text: str) -> None:
+    """The decoder takes a text exactly when it is what b64url writes for some bytes: only the
+    url-safe alphabet, no padding, a length that is not 1 mod 4, and zero unused bits."""
+    expected = None
+    if all(c in ALPHABET for c in text) and len(text) % 4 != 1:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        if b64url(raw) == text:
+            expected = raw
+    try:
+        got: bytes | None = _strict_b64decode(text)
+    except InvalidRequestState:
+        got = None
+    assert got == expected
 
 
 async def test_empty_and_non_string_states_are_invalid_not_absent() -> None:
