@@ -7,7 +7,9 @@ the irreducible steps written as bare calls, with none of the runtime's checks o
 hash the binding, decode and verify the token (base64url, BLAKE3 tag, two CBOR decodes), build
 the three recorded answers, create the handler's generator and step it through its five
 yields. No fingerprints are compared, no answer is validated, no state machine runs. What the
-runtime costs on top of this is the price of those guarantees (see docs/benchmarks.md).
+runtime costs on top of this is the price of those guarantees (see docs/benchmarks.md). (The
+runtime remembers the binding digests of small plain arguments, so a real round that binds the
+same arguments again skips the hash the floor pays.)
 
 Prints the floor beside the real round (`Runtime.advance`, as in the core benchmark), both the
 median of `cpu_us`'s batches, measured one after the other in the same process.
