@@ -322,7 +322,7 @@ async def test_ephemeral_key_warns_and_is_shared_per_process() -> None:
 def test_remembered_bindings_tell_apart_values_python_calls_equal() -> None:
     """The binding memo keys by type too: 1, True and 1.0 (equal in Python) bind differently,
     as do 0.0 and -0.0, and a remembered digest is the one computed afresh."""
-    values = [1, True, 1.0, 0, False, 0.0, -0.0, "1", None, 2**70, "x" * 300]
+    values = [1, True, 1.0, 0, False, 0.0, -0.0, "1", None, 2**70, 2**63, "x" * 300, "x" * 100]
     for _ in range(2):  # the second time from the memo, where it keeps them
         digests = [binding_digest("h", {"a": v}, b"") for v in values]
         assert len(set(digests)) == len(values)
@@ -332,6 +332,9 @@ def test_remembered_bindings_tell_apart_values_python_calls_equal() -> None:
     assert digests == fresh
     assert binding_digest("h", {"a": 1}, b"x") != binding_digest("h", {"a": 1}, b"")
     assert binding_digest("h", {"a": 1, "b": 2}, b"") == binding_digest("h", {"b": 2, "a": 1}, b"")
+    # Names are keyed by type too (advance refuses names that are not str; others may not).
+    assert binding_digest("h", {1: "x"}, b"") != binding_digest("h", {True: "x"}, b"")  # type: ignore[dict-item]
+    assert binding_digest("h", {True: "x"}, b"") != binding_digest("h", {1: "x"}, b"")  # type: ignore[dict-item]
 
 
 # ------------------------------------------------------- the decoder behind a valid tag

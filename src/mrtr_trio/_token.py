@@ -128,9 +128,11 @@ def binding_digest(identity: str, arguments: Mapping[str, Any], bind: bytes) -> 
     return digest if key is None else _BINDINGS.put(key, digest)
 
 
-_BINDINGS: Memo[tuple[Any, ...], bytes] = Memo()
+# At most 256 keys of at most 16 short values each: a bounded memory, whatever clients send.
+_BINDINGS: Memo[tuple[Any, ...], bytes] = Memo(256)
 _MAX_KEYED_ARGUMENTS = 16
-_MAX_KEYED_TEXT = 256
+_MAX_KEYED_TEXT = 128
+_MAX_KEYED_INT = 1 << 64
 
 
 def _binding_key(
@@ -139,10 +141,10 @@ def _binding_key(
     """A key under which the binding digest is remembered, or `None` (not remembered).
 
     Two keys are equal only when the canonical encodings are: each argument is keyed by its
-    name, its exact type and its value, and only str (short), int, bool and None values are
-    keyed (1, 1.0 and True are equal in Python but encode differently; so do 0.0 and -0.0,
-    which is why floats are left out). Long texts and many arguments are not keyed, so the
-    memo stays small.
+    name (a str), its exact type and its value, and only str (short), int (within 64 bits),
+    bool and None values are keyed (1, 1.0 and True are equal in Python but encode
+    differently; so do 0.0 and -0.0, which is why floats are left out). Long texts, big
+    numbers and many arguments are not keyed, so the memo stays small.
     """
     if (
         type(identity) is not str
@@ -153,10 +155,15 @@ def _binding_key(
     parts: list[Any] = [identity, bind]
     for name, value in arguments.items():
         kind = type(value)
+        if type(name) is not str:
+            return None
         if kind is str:
             if len(value) > _MAX_KEYED_TEXT:
                 return None
-        elif kind is not int and kind is not bool and value is not None:
+        elif kind is int:
+            if not -_MAX_KEYED_INT < value < _MAX_KEYED_INT:
+                return None
+        elif kind is not bool and value is not None:
             return None
         parts += (name, kind, value)
     return tuple(parts)
