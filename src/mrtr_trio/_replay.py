@@ -162,22 +162,15 @@ TRANSITIONS: Final[dict[_Phase, dict[str, _Phase]]] = {
 
 # ------------------------------------------------------------------------------ actions
 
-_set = object.__setattr__
-
 #: An empty mapping shared by every action and machine that has nothing to hold.
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
-@attrs.frozen(init=False)
+@attrs.frozen
 class Feed:
     """Send `value` into the handler."""
 
     value: Any
-
-    # Made once per need: a hand-written __init__ costs half of what attrs writes for a
-    # frozen class.
-    def __init__(self, value: Any) -> None:
-        _set(self, "value", value)
 
 
 @attrs.frozen
@@ -208,14 +201,11 @@ class Suspend:
     retry_after: float | None = None
 
 
-@attrs.frozen(init=False)
+@attrs.frozen
 class Finish:
     """The flow finished with `value`."""
 
     value: Any
-
-    def __init__(self, value: Any) -> None:  # as Feed's
-        _set(self, "value", value)
 
 
 Action = Feed | RunStep | RunPoll | Suspend | Finish
