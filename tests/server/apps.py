@@ -163,6 +163,16 @@ async def marks_its_end(ctx: Context, path: str):
 
 
 @app.tool()
+async def stray_output(ctx: Context):
+    """Prints to stdout and reads stdin, as careless handler code might (for the stdio tests:
+    neither may touch the wire)."""
+    print("stray print")
+    os.write(1, b"stray write\n")
+    seen = os.read(0, 100)
+    yield done(f"stdin gave {seen!r}")
+
+
+@app.tool()
 async def echo_name(ctx: Context):
     """Asks for a name and says it back."""
     answer = yield elicit("Name?", NAME)

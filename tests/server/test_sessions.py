@@ -5,6 +5,9 @@ number is capped."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -16,8 +19,8 @@ from mrtr_trio.mcp._sessions import SessionGuard
 from mrtr_trio.mcp._transports import serve_http
 
 from . import apps
-from .processes import close, initialize, receive, send, stdio_server
-from .raw import legacy_session
+from .processes import APP_FILE, close, initialize, receive, send, stdio_server
+from .raw import INITIALIZE, legacy_session
 
 
 async def _first_request(messages: Any) -> dict[str, Any]:
@@ -214,3 +217,39 @@ def test_a_stdio_client_that_stops_reading_ends_the_server_quietly(tmp_path: Pat
     assert code == 0, stderr
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert marker.read_text() == "closed"  # the flow was closed on the way out
+
+
+def test_stray_prints_and_stdin_reads_in_a_handler_miss_the_stdio_wire() -> None:
+    server = stdio_server()  # every stream a pipe: read and written without threads
+    try:
+        initialize(server)
+        call = {"name": "stray_output", "arguments": {}}
+        send(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": call})
+        response = receive(server)  # the next line on the wire is the result, not a print
+        assert response["id"] == 2
+        assert response["result"]["content"][0]["text"] == "stdin gave b''"  # the null device
+        send(server, {"jsonrpc": "2.0", "id": 3, "method": "tools/list"})
+        assert receive(server)["id"] == 3  # the wire still works both ways
+    finally:
+        code, stderr = close(server)
+    assert code == 0, stderr
+    assert "stray print" in stderr and "stray write" in stderr
+
+
+def test_stdio_serves_files_too(tmp_path: Path) -> None:
+    """Stdin and stdout that are not pipes (files here) are read in a thread and written by
+    the SDK's own writer."""
+    requests, responses = tmp_path / "requests.jsonl", tmp_path / "responses.jsonl"
+    requests.write_text(json.dumps(INITIALIZE) + "\n")
+    with requests.open("rb") as stdin, responses.open("wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "mrtr_trio._cli", "serve", f"{APP_FILE}:app"],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    (line,) = responses.read_text().splitlines()
+    assert json.loads(line)["result"]["serverInfo"]["name"] == "interop"

@@ -114,6 +114,28 @@ def test_ids_of_different_types_are_different_requests() -> None:
     assert _failed(watch.received(_answer("1"))) == [1]  # "1" was never sent
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"jsonrpc": "2.0", "id": True, "result": {}},  # True == 1, but not a JSON-RPC id
+        {"jsonrpc": "2.0", "id": 1, "result": []},  # a result that is not an object
+        {"jsonrpc": "1.0", "id": 1, "result": {}},
+    ],
+)
+def test_an_answer_that_only_looks_plain_takes_the_full_check(answer: dict[str, Any]) -> None:
+    watch = AnswerWatch()
+    _ask(watch, 1)
+    assert _failed(watch.received(json.dumps(answer).encode())) == [1]
+
+
+def test_a_plain_answer_with_more_members_is_still_delivered() -> None:
+    watch = AnswerWatch()
+    _ask(watch, 1)
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {}, "x-vendor": {}}  # the SDK reads it
+    assert watch.received(json.dumps(answer).encode()) == []
+    assert watch.idle
+
+
 def test_a_request_or_notification_from_the_client_fails_nothing() -> None:
     watch = AnswerWatch()
     _ask(watch, 0)

@@ -100,18 +100,19 @@ class SessionGuard:
                 raise
             # The session ended under a POST already answered: the SDK's known race (_sdk).
         finally:
-            with anyio.CancelScope(shield=True), anyio.move_on_after(_TELL_TIMEOUT):
-                watch = self._watches.get(session)
-                if watch is not None:
-                    watch.stream_ended(stream)
-                    if watch.idle and asked:
-                        # The last call that asked has ended. Not sooner: between rounds, the
-                        # watch remembers the answered ids, so a late answer is not "never sent".
-                        del self._watches[session]
-                if request_id is not None and not finished:
-                    await self._tell(scope, _cancelled(request_id))
-                for message in feed:
-                    await self._tell(scope, message)
+            watch = self._watches.get(session)
+            if watch is not None:
+                watch.stream_ended(stream)
+                if watch.idle and asked:
+                    # The last call that asked has ended. Not sooner: between rounds, the
+                    # watch remembers the answered ids, so a late answer is not "never sent".
+                    del self._watches[session]
+            if request_id is not None and not finished:
+                feed.insert(0, _cancelled(request_id))
+            if feed:  # scopes only when there is something to tell: most POSTs have nothing
+                with anyio.CancelScope(shield=True), anyio.move_on_after(_TELL_TIMEOUT):
+                    for message in feed:
+                        await self._tell(scope, message)
 
     def _saw(self, session: str, chunk: bytes, stream: object) -> bool:
         """Note the server-to-client messages in an SSE chunk of a response; whether one was a

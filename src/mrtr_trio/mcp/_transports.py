@@ -10,7 +10,9 @@ import contextlib
 import functools
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+import stat
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -95,28 +97,29 @@ SESSION_IDLE_TIMEOUT = 300.0
 MAX_SESSIONS = 2048
 
 
-class _CancellableStdin:
-    """Lines of fd 0, read in a thread trio may abandon on cancellation, shown to *watch*.
+class _Stdin:
+    """Lines of stdin, shown to *watch*, read by *read* (one chunk; `b""` at EOF).
 
-    The SDK's own stdin reader blocks cancellation until the next line arrives; this one lets
-    `serve_stdio` stop promptly when its caller is cancelled. After a line the SDK will drop,
-    it yields the error responses the watch makes for the requests that line fails.
+    Either reader lets `serve_stdio` stop promptly when its caller is cancelled (the SDK's own
+    stdin reader blocks cancellation until the next line arrives). After a line the SDK will
+    drop, it yields the error responses the watch makes for the requests that line fails.
     """
 
-    def __init__(self, watch: AnswerWatch) -> None:
+    def __init__(self, read: Callable[[], Awaitable[bytes]], watch: AnswerWatch) -> None:
+        self._read = read
         self._buffer = b""
         self._eof = False
         self._watch = watch
         self._fed: list[str] = []
 
-    def __aiter__(self) -> _CancellableStdin:
+    def __aiter__(self) -> _Stdin:
         return self
 
     async def __anext__(self) -> str:
         if self._fed:
             return self._fed.pop(0)
         while b"\n" not in self._buffer and not self._eof:
-            chunk = await trio.to_thread.run_sync(os.read, 0, 65536, abandon_on_cancel=True)
+            chunk = await self._read()
             self._eof = not chunk
             self._buffer += chunk
         if not self._buffer:
@@ -124,6 +127,76 @@ class _CancellableStdin:
         line, newline, self._buffer = self._buffer.partition(b"\n")
         self._fed = [json.dumps(m) + "\n" for m in self._watch.received(line)] if line else []
         return (line + newline).decode("utf-8", "replace")
+
+
+class _PipeStdout:
+    """The SDK's stdout, written straight to a non-blocking pipe: no thread per write and
+    per flush, which is most of a stdio leg's CPU on the SDK's own writer."""
+
+    def __init__(self, stream: trio.lowlevel.FdStream) -> None:
+        self._stream = stream
+
+    async def write(self, text: str) -> None:
+        await self._stream.send_all(text.encode("utf-8"))
+
+    async def flush(self) -> None:
+        pass  # nothing is buffered
+
+
+def _is_pipe(fd: int) -> bool:
+    """Whether *fd* is a pipe or a socket (which trio polls; a file or a terminal it cannot,
+    or should not be made non-blocking)."""
+    if sys.platform == "win32":  # pragma: no cover
+        return False
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+@contextlib.asynccontextmanager
+async def _stdio(watch: AnswerWatch) -> AsyncIterator[tuple[_Stdin, _PipeStdout | None]]:
+    """What `serve_stdio` hands the SDK's `stdio_server`: the stdin lines, and (when stdout is
+    a pipe) a stdout written without threads, else `None` (the SDK's writer).
+
+    A pipe is read and written without a thread per line: trio polls a private duplicate of
+    the descriptor, non-blocking until it is closed. While serving, fd 0 then reads the null
+    device and fd 1 writes to stderr (as the SDK's writer does for fd 1), so handlers and
+    their children neither steal the wire's bytes, nor corrupt it with stray prints, nor
+    inherit a non-blocking pipe; both are restored on the way out. Stdin that is not a pipe
+    (a file, a terminal) is read in a thread trio may abandon on cancellation.
+    """
+    async with contextlib.AsyncExitStack() as stack:
+        if _is_pipe(0):
+            stdin_pipe = _claim(0, os.open(os.devnull, os.O_RDONLY), stack)
+            stdin = _Stdin(functools.partial(stdin_pipe.receive_some, 65536), watch)
+        else:
+            read = functools.partial(os.read, 0, 65536)
+            stdin = _Stdin(
+                functools.partial(trio.to_thread.run_sync, read, abandon_on_cancel=True), watch
+            )
+        stdout = None
+        if _is_pipe(1):
+            stdout = _PipeStdout(_claim(1, os.dup(2), stack))
+        yield stdin, stdout
+
+
+def _claim(
+    fd: int, stand_in: int, stack: contextlib.AsyncExitStack[bool | None]
+) -> trio.lowlevel.FdStream:
+    """A stream on a private duplicate of *fd*, closed when *stack* unwinds, with *stand_in*
+    (a descriptor, taken over) in *fd*'s place until then."""
+    import fcntl  # POSIX only, like the pipes this is for
+
+    wire = trio.lowlevel.FdStream(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3))
+    stack.push_async_callback(wire.aclose)  # also makes the pipe blocking again
+    try:
+        os.dup2(stand_in, fd)
+    finally:
+        os.close(stand_in)
+    stack.callback(os.dup2, wire.fileno(), fd)  # unwinds first: fd is back on the wire
+    return wire
 
 
 class _WatchedWrite:
@@ -135,10 +208,12 @@ class _WatchedWrite:
 
     async def send(self, item: SessionMessage, /) -> None:
         message = item.message
-        if isinstance(message, types.JSONRPCRequest) or (
+        if isinstance(message, types.JSONRPCRequest):  # all the watch reads of a request
+            self._watch.sent({"method": message.method, "id": message.id})
+        elif (
             isinstance(message, types.JSONRPCNotification)
             and message.method == "notifications/cancelled"
-        ):  # all the watch reads: not the progress and log notifications of every call
+        ):  # not the progress and log notifications of every call
             self._watch.sent(message.model_dump(by_alias=True, mode="json", exclude_none=True))
         await self._stream.send(item)
 
@@ -161,11 +236,14 @@ async def serve_stdio(server: Server[Any]) -> None:
     """
     watch = AnswerWatch()
     try:
-        async with stdio_server(stdin=_CancellableStdin(watch)) as (read, write):  # type: ignore[arg-type]
+        async with (
+            _stdio(watch) as (stdin, stdout),
+            stdio_server(stdin=stdin, stdout=stdout) as (read, write),  # type: ignore[arg-type]
+        ):
             await server.run(
                 read, _WatchedWrite(write, watch), server.create_initialization_options()
             )
-    except* BrokenPipeError:
+    except* (BrokenPipeError, trio.BrokenResourceError):
         pass  # the client went away: nothing is left to tell it
 
 

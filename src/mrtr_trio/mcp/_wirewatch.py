@@ -92,6 +92,10 @@ class AnswerWatch:
         """The client sent *raw*, a body already parsed as JSON: as `received`."""
         if not self._outstanding:
             return []
+        key = _plain_answer_key(raw)
+        if key is not None and key in self._outstanding:
+            self._settle(key)  # the commonest message here, read without the union's validator
+            return []
         try:
             message = types.jsonrpc_message_adapter.validate_python(raw, by_name=False)
         except pydantic.ValidationError as error:
@@ -136,6 +140,18 @@ class AnswerWatch:
         self._settled[key] = None  # kept after the last request, so a late answer stays late
         if len(self._settled) > _SETTLED_KEPT:
             del self._settled[next(iter(self._settled))]
+
+
+def _plain_answer_key(raw: Any) -> tuple[str, Any] | None:
+    """The key of *raw* when it is a plain JSON-RPC result (exactly `jsonrpc` `"2.0"`, an
+    integer or string `id` and an object `result`), which the SDK reads and delivers; else
+    `None` (the full check decides)."""
+    if type(raw) is not dict or len(raw) != 3 or raw.get("jsonrpc") != "2.0":
+        return None
+    request_id = raw.get("id")
+    if type(raw.get("result")) is not dict or type(request_id) not in (int, str):
+        return None
+    return _key(request_id)
 
 
 def _key(request_id: Any) -> tuple[str, Any]:
