@@ -14,21 +14,27 @@ the one place that reads a private trio attribute).
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
-from ._errors import MrtrError
+from ._errors import MrtrError, RoundTimeout
 from ._flow import Flow, Step
 from ._replay import Feed, Finish, Replay, RunPoll, RunStep, Suspend
 from ._steps import call
+from ._values import Request
 
-__all__ = ["StepRunner", "Turn", "drive", "trio_scope_marks"]
+__all__ = ["AskFunction", "StepRunner", "Turn", "drive", "timed_out", "trio_scope_marks"]
 
 #: `await turn(suspend)`: the client's turn, returning its responses (key → JSON or answer),
 #: or `None` when this driver cannot wait for them (the round then ends with a checkpoint).
 Turn = Callable[[Suspend], Awaitable[Mapping[str, Any] | None]]
+#: `await ask(key, request)` performs one server-to-client request and returns the answer
+#: (an answer object or the client's JSON).
+AskFunction = Callable[[str, Request], Awaitable[Any]]
 #: `await run_step(step)`: run a step's function once and return its value (the drivers give
 #: it an idempotency key, and the modern driver a store).
 StepRunner = Callable[[Step], Awaitable[Any]]
@@ -40,10 +46,15 @@ async def drive(
     turn: Turn | None,
     run_step: StepRunner,
     now: Callable[[], float],
+    *,
+    round_timeout: float = math.inf,
+    ask: AskFunction | None = None,
 ) -> Finish | Suspend:
     """Run *flow* as *machine* directs until it finishes, or until the client must take a turn
     that *turn* (if any) does not wait for. *run_step* runs steps; *now* is the clock poll
-    deadlines are measured on.
+    deadlines are measured on. A turn that asks the client something must end within
+    *round_timeout* seconds, else [RoundTimeout][mrtr_trio.RoundTimeout]. With *ask*, a turn
+    of one request is `await ask(key, request)`, awaited here rather than through *turn*.
 
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
@@ -52,40 +63,81 @@ async def drive(
     # memory per flow.
     try:
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
-    except RuntimeError:  # not under trio: no scopes to guard
+    except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
         task = None
-    marks = trio_scope_marks(task)
+    # Timed turns share one cancel scope per flow, whose deadline is set while the client has
+    # a turn and cleared after it: entering a scope per round costs several times more.
+    timed = task is not None and turn is not None and round_timeout != math.inf
+    scope = trio.CancelScope() if timed else _UNTIMED
+    closed = False
     try:
-        need = await flow.start()
-        while True:
-            if trio_scope_marks(task) is not marks:
-                _scope_error(flow)
-            action = machine.next(need)
-            kind = type(action)
-            while kind is not Feed:
-                if kind is RunStep:
-                    action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
-                elif kind is RunPoll:
-                    poll = action.poll  # type: ignore[union-attr]
-                    action = machine.polled(await call(poll.fn, poll.args), now())
-                elif kind is Suspend and turn is not None:
-                    responses = await turn(action)  # type: ignore[arg-type]
-                    if responses is None:  # no one to wait for the answers here
+        with scope:
+            marks = trio_scope_marks(task)
+            try:
+                need = await flow.start()
+                while True:
+                    if trio_scope_marks(task) is not marks:
+                        _scope_error(flow)
+                    action = machine.next(need)
+                    kind = type(action)
+                    while kind is not Feed:
+                        if kind is RunStep:
+                            action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
+                        elif kind is RunPoll:
+                            poll = action.poll  # type: ignore[union-attr]
+                            action = machine.polled(await call(poll.fn, poll.args), now())
+                        elif kind is Suspend and turn is not None:
+                            requests = action.requests  # type: ignore[union-attr]
+                            if timed and requests:
+                                scope.deadline = trio.current_time() + round_timeout
+                            if ask is not None and len(requests) == 1:
+                                # While the client answers, a suspended flow keeps no frame
+                                # but this one and the ask's.
+                                ((key, request),) = requests.items()
+                                responses: Mapping[str, Any] | None = {key: await ask(key, request)}
+                            else:
+                                responses = await turn(action)  # type: ignore[arg-type]
+                            if timed and requests:
+                                if scope.cancel_called:  # answered as the deadline passed
+                                    raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
+                                scope.deadline = math.inf
+                            if responses is None:  # no one to wait for the answers here
+                                break
+                            action = machine.answered(responses)
+                        else:  # a Finish, or a Suspend with no one to wait for it
+                            break
+                        kind = type(action)
+                    if kind is not Feed:
                         break
-                    action = machine.answered(responses)
-                else:  # a Finish, or a Suspend with no one to wait for it
-                    break
-                kind = type(action)
-            if kind is not Feed:
-                break
-            need = await flow.resume(action.value)  # type: ignore[union-attr]
+                    need = await flow.resume(action.value)  # type: ignore[union-attr]
+            except BaseException:
+                if trio_scope_marks(task) is not marks:
+                    # The handler still holds a scope of its own, inside ours: close it first.
+                    closed = True
+                    await flow.aclose()
+                raise
     except BaseException:
-        await flow.aclose()
+        if not closed:
+            await flow.aclose()
         raise
     error = await flow.aclose()
+    if timed and scope.cancelled_caught:  # the deadline passed while the client had its turn
+        raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
     if error is not None:
         raise error
     return action  # type: ignore[return-value]
+
+
+#: What an untimed drive enters instead of a cancel scope.
+_UNTIMED: Any = contextlib.nullcontext()
+
+
+def timed_out(machine: Replay, suspend: Suspend, round_timeout: float) -> RoundTimeout:
+    """The error for a client that did not answer *suspend* within *round_timeout*."""
+    return RoundTimeout(
+        f"{machine.name}: the client did not answer round {machine.rounds} "
+        f"({', '.join(suspend.requests)}) within round_timeout={round_timeout} s"
+    )
 
 
 def trio_scope_marks(task: trio.lowlevel.Task | None) -> object:

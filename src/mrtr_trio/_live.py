@@ -13,14 +13,14 @@ handler's state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-sty
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ._context import Context, Host
-from ._drive import drive
-from ._errors import BackChannelUnavailable, MrtrError, RoundTimeout
+from ._drive import AskFunction, drive, timed_out
+from ._errors import BackChannelUnavailable, MrtrError
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
 from ._replay import Feed, Finish, Replay, Rules, Suspend
@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["AskFunction", "run_live"]
-
-#: `await ask(key, request)` performs one server-to-client request and returns the answer
-#: (an answer object or the client's JSON).
-AskFunction = Callable[[str, Request], Awaitable[Any]]
 
 
 def run_live(
@@ -67,7 +63,16 @@ def run_live(
     turns = _Turns(runtime, machine, ask, replayable)
     ctx = Context("legacy", client_capabilities, machine=machine, push=turns.push, host=host)
     flow = open_flow(handler, ctx, arguments)
-    return drive(flow, machine, turns, _run_step, trio.current_time)
+    return drive(
+        flow,
+        machine,
+        turns,
+        _run_step,
+        trio.current_time,
+        round_timeout=runtime.round_timeout,
+        # One request is asked straight from the loop; the turn checks the shim first.
+        ask=ask if replayable or runtime.legacy_shim else None,
+    )
 
 
 async def _run_step(step: Step) -> Any:
@@ -114,24 +119,24 @@ class _Turns:
                 "connect with MCP 2026-07-28, where the same handler asks through "
                 "input_required results."
             )
-        # trio.fail_after, without its context-manager wrapping (a live round's largest cost).
-        with trio.CancelScope(deadline=trio.current_time() + self._runtime.round_timeout) as scope:
-            if len(requests) == 1:  # the common case needs no nursery
-                ((key, request),) = requests.items()
-                return {key: await ask(key, request)}
-            return await _ask_all(ask, requests)
-        assert scope.cancelled_caught  # the scope only ends early at its deadline
-        raise RoundTimeout(
-            f"{self._machine.name}: the client did not answer round "
-            f"{self._machine.rounds} ({', '.join(requests)}) within "
-            f"round_timeout={self._runtime.round_timeout} s"
-        )
+        if len(requests) == 1:  # the common case needs no nursery
+            ((key, request),) = requests.items()
+            return {key: await ask(key, request)}
+        return await _ask_all(ask, requests)
 
     async def push(self, key: str, request: Request) -> Answer:
-        """A push-style `ctx.elicit(...)` and friends: one request, asked like any other."""
-        action = self._machine.push({key: request})
+        """A push-style `ctx.elicit(...)` and friends: one request, asked like any other.
+        It runs inside the handler, so it is timed by a scope of its own: a timeout is raised
+        where the handler awaits."""
+        machine = self._machine
+        action = machine.push({key: request})
+        round_timeout = self._runtime.round_timeout
         while True:
-            reply = self._machine.answered(await self(action))
+            with trio.CancelScope(deadline=trio.current_time() + round_timeout) as scope:
+                responses = await self(action)
+            if scope.cancelled_caught:
+                raise timed_out(machine, action, round_timeout)
+            reply = machine.answered(responses)
             if type(reply) is Feed:
                 return reply.value[key]  # type: ignore[no-any-return]  # a batch of one
             assert type(reply) is Suspend
