@@ -136,6 +136,59 @@ async def test_round_timeout(autojump_clock: trio.testing.MockClock) -> None:
     assert closed == ["finally"]
 
 
+async def test_round_timeout_bounds_only_the_rounds(autojump_clock: trio.testing.MockClock) -> None:
+    # One scope times every round of a flow: its deadline must be gone while the handler,
+    # its steps and its cleanup run, however long they take.
+    closed: list[float] = []
+
+    async def slow_step() -> str:
+        await trio.sleep(50)
+        return "stepped"
+
+    async def slow_between_rounds(ctx: Context):
+        try:
+            first = yield elicit("A?", CONFIRM)
+            await trio.sleep(50)  # the handler's own work between rounds
+            stepped = yield step(slow_step)
+            second = yield elicit("B?", CONFIRM)
+            yield done((first.action, stepped, second.action))
+        finally:
+            await trio.sleep(50)
+            closed.append(trio.current_time())
+
+    async def ask(key: str, request: Any) -> Any:
+        await trio.sleep(9)
+        return happy_answer(key, request)
+
+    start = trio.current_time()
+    value = await runtime(round_timeout=10).run_live(slow_between_rounds, {}, ask)
+    assert value == ("accept", "stepped", "accept")
+    assert closed == [pytest.approx(start + 9 + 50 + 50 + 9 + 50)]
+
+
+async def test_an_answer_that_comes_after_the_deadline_is_a_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    closed: list[str] = []
+
+    async def late(key: str, request: Any) -> Any:
+        with trio.CancelScope(shield=True):  # the deadline passes, but the ask still answers
+            await trio.sleep(31)
+        return happy_answer(key, request)
+
+    async def flow(ctx: Context):
+        try:
+            yield elicit("A?", CONFIRM)
+            yield done("answered in time?")
+        finally:
+            await trio.lowlevel.checkpoint()  # cleanup runs outside the expired round
+            closed.append("finally")
+
+    with pytest.raises(RoundTimeout, match=r"round 1 \(input-0\) within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(flow, {}, late)
+    assert closed == ["finally"]
+
+
 # ------------------------------------------------------------------- aclose accounting
 
 
