@@ -49,12 +49,16 @@ async def drive(
     *,
     round_timeout: float = math.inf,
     ask: AskFunction | None = None,
-) -> Finish | Suspend:
+    value_only: bool = False,
+) -> Any:
     """Run *flow* as *machine* directs until it finishes, or until the client must take a turn
     that *turn* (if any) does not wait for. *run_step* runs steps; *now* is the clock poll
     deadlines are measured on. A turn that asks the client something must end within
     *round_timeout* seconds, else [RoundTimeout][mrtr_trio.RoundTimeout]. With *ask*, a turn
     of one request is `await ask(key, request)`, awaited here rather than through *turn*.
+    It returns the [Finish][mrtr_trio._replay.Finish] or the
+    [Suspend][mrtr_trio._replay.Suspend] it stopped at; with *value_only*, for a *turn* that
+    always waits (so the drive always finishes), the finished flow's value.
 
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
@@ -125,7 +129,10 @@ async def drive(
         raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
     if error is not None:
         raise error
-    return action  # type: ignore[return-value]
+    if value_only:
+        assert type(action) is Finish  # a turn that always waits: only a finish stops here
+        return action.value
+    return action
 
 
 #: What an untimed drive enters instead of a cancel scope.

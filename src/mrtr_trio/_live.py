@@ -23,7 +23,7 @@ from ._drive import AskFunction, drive, timed_out
 from ._errors import BackChannelUnavailable, MrtrError
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
-from ._replay import Feed, Finish, Replay, Rules, Suspend
+from ._replay import Feed, Replay, Rules, Suspend
 from ._steps import call_step
 from ._token import STEP_KEY_BYTES
 from ._values import Answer, Request
@@ -41,8 +41,8 @@ def run_live(
     ask: AskFunction | None,
     client_capabilities: Mapping[str, Any] | None,
     host: Host | None = None,
-) -> Coroutine[Any, Any, Finish | Suspend]:
-    """The drive of *handler* on a live session: await it for the `Finish` it ends with.
+) -> Coroutine[Any, Any, Any]:
+    """The drive of *handler* on a live session: await it for the value the flow ends with.
 
     (A plain function that sets the flow up and returns the drive itself, so that a suspended
     flow keeps no frame of its own here.)
@@ -72,6 +72,7 @@ def run_live(
         round_timeout=runtime.round_timeout,
         # One request is asked straight from the loop; the turn checks the shim first.
         ask=ask if replayable or runtime.legacy_shim else None,
+        value_only=True,
     )
 
 
