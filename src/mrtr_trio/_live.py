@@ -53,15 +53,11 @@ def run_live(
     """
     replayable = is_generator_handler(handler)
     name = qualified_name(handler)
-    rules = Rules(
-        runtime.max_rounds,
-        # Without a back channel nothing is asked, so the missing channel is the error to give.
-        client_capabilities=client_capabilities if ask is not None else None,
-        free_pauses=True,
-    )
+    # Without a back channel nothing is asked, so the missing channel is the error to give.
+    rules = _rules(runtime.max_rounds, client_capabilities if ask is not None else None)
     machine = Replay(name, rules, replayable=replayable)
     turns = _Turns(runtime, machine, ask, replayable)
-    ctx = Context("legacy", client_capabilities, machine=machine, push=turns.push, host=host)
+    ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
     flow = open_flow(handler, ctx, arguments)
     return drive(
         flow,
@@ -74,6 +70,21 @@ def run_live(
         ask=ask if replayable or runtime.legacy_shim else None,
         value_only=True,
     )
+
+
+_last_rules = Rules(8, free_pauses=True)
+
+
+def _rules(max_rounds: int, client_capabilities: Mapping[str, Any] | None) -> Rules:
+    """The live rules for these knobs: the last ones made when they fit (flows of one session
+    share its capabilities, and rules are frozen), so a flow usually makes none."""
+    global _last_rules
+    rules = _last_rules
+    if rules.max_rounds != max_rounds or rules.client_capabilities is not client_capabilities:
+        rules = _last_rules = Rules(
+            max_rounds, client_capabilities=client_capabilities, free_pauses=True
+        )
+    return rules
 
 
 async def _run_step(step: Step) -> Any:
