@@ -14,7 +14,6 @@ the one place that reads a private trio attribute).
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -69,63 +68,78 @@ async def drive(
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
     except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
         task = None
-    # Timed turns share one cancel scope per flow, whose deadline is set while the client has
-    # a turn and cleared after it: entering a scope per round costs several times more.
     timed = task is not None and turn is not None and round_timeout != math.inf
-    scope = trio.CancelScope() if timed else _UNTIMED
+    # Timed turns share one cancel scope, entered at the first of them and left when the
+    # drive ends; each turn sets its deadline and clears it after (entering a scope per round
+    # costs about twice as much). A flow that never asks the client enters none.
+    scope: trio.CancelScope | None = None
     closed = False
+    marks = trio_scope_marks(task)
     try:
-        with scope:
-            marks = trio_scope_marks(task)
-            try:
-                need = await flow.start()
-                while True:
-                    if trio_scope_marks(task) is not marks:
-                        _scope_error(flow)
-                    action = machine.next(need)
-                    kind = type(action)
-                    while kind is not Feed:
-                        if kind is RunStep:
-                            action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
-                        elif kind is RunPoll:
-                            poll = action.poll  # type: ignore[union-attr]
-                            action = machine.polled(await call(poll.fn, poll.args), now())
-                        elif kind is Suspend and turn is not None:
-                            requests = action.requests  # type: ignore[union-attr]
-                            if timed and requests:
-                                scope.deadline = trio.current_time() + round_timeout
-                            if ask is not None and len(requests) == 1:
-                                # While the client answers, a suspended flow keeps no frame
-                                # but this one and the ask's.
-                                ((key, request),) = requests.items()
-                                responses: Mapping[str, Any] | None = {key: await ask(key, request)}
-                            else:
-                                responses = await turn(action)  # type: ignore[arg-type]
-                            if timed and requests:
-                                if scope.cancel_called:  # answered as the deadline passed
-                                    raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
-                                scope.deadline = math.inf
-                            if responses is None:  # no one to wait for the answers here
-                                break
-                            action = machine.answered(responses)
-                        else:  # a Finish, or a Suspend with no one to wait for it
-                            break
-                        kind = type(action)
-                    if kind is not Feed:
-                        break
-                    need = await flow.resume(action.value)  # type: ignore[union-attr]
-            except BaseException:
+        try:
+            need = await flow.start()
+            while True:
                 if trio_scope_marks(task) is not marks:
-                    # The handler still holds a scope of its own, inside ours: close it first.
-                    closed = True
-                    await flow.aclose()
+                    _scope_error(flow)
+                action = machine.next(need)
+                kind = type(action)
+                while kind is not Feed:
+                    if kind is RunStep:
+                        action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
+                    elif kind is RunPoll:
+                        poll = action.poll  # type: ignore[union-attr]
+                        action = machine.polled(await call(poll.fn, poll.args), now())
+                    elif kind is Suspend and turn is not None:
+                        requests = action.requests  # type: ignore[union-attr]
+                        timing = timed and bool(requests)
+                        if timing:
+                            deadline = trio.current_time() + round_timeout
+                            if scope is None:
+                                scope = trio.CancelScope(deadline=deadline)
+                                scope.__enter__()
+                                marks = trio_scope_marks(task)
+                            else:
+                                scope.deadline = deadline
+                        if ask is not None and len(requests) == 1:
+                            # While the client answers, a suspended flow keeps no frame but
+                            # this one and the ask's.
+                            ((key, request),) = requests.items()
+                            responses: Mapping[str, Any] | None = {key: await ask(key, request)}
+                        else:
+                            responses = await turn(action)  # type: ignore[arg-type]
+                        if timing:
+                            assert scope is not None
+                            if scope.cancel_called:  # answered as the deadline passed
+                                raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
+                            scope.deadline = math.inf
+                        if responses is None:  # no one to wait for the answers here
+                            break
+                        action = machine.answered(responses)
+                    else:  # a Finish, or a Suspend with no one to wait for it
+                        break
+                    kind = type(action)
+                if kind is not Feed:
+                    break
+                need = await flow.resume(action.value)  # type: ignore[union-attr]
+        except BaseException as raised:
+            if scope is None:
                 raise
+            if trio_scope_marks(task) is not marks:
+                # The handler still holds a scope of its own, inside ours: close it first.
+                closed = True
+                await flow.aclose()
+            # Leave the scope as a `with` would: it swallows only its own deadline's Cancelled.
+            if not scope.__exit__(type(raised), raised, raised.__traceback__):
+                raise
+        else:
+            if scope is not None:
+                scope.__exit__(None, None, None)
     except BaseException:
         if not closed:
             await flow.aclose()
         raise
     error = await flow.aclose()
-    if timed and scope.cancelled_caught:  # the deadline passed while the client had its turn
+    if scope is not None and scope.cancelled_caught:  # the client's turn outlived its deadline
         raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
     if error is not None:
         raise error
@@ -133,10 +147,6 @@ async def drive(
         assert type(action) is Finish  # a turn that always waits: only a finish stops here
         return action.value
     return action
-
-
-#: What an untimed drive enters instead of a cancel scope.
-_UNTIMED: Any = contextlib.nullcontext()
 
 
 def timed_out(machine: Replay, suspend: Suspend, round_timeout: float) -> RoundTimeout:
