@@ -297,7 +297,31 @@ async def nursery_across_yield(ctx: Context):
     yield done(answer.action)
 
 
-@pytest.mark.parametrize("handler", [scope_across_yield, nursery_across_yield])
+async def scope_across_a_later_yield(ctx: Context):
+    # Live, the round timeout's own scope is entered by then: the handler's is inside it.
+    first = yield elicit("first?", CONFIRM)
+    with trio.move_on_after(100):
+        answer = yield elicit("inside a cancel scope?", CONFIRM)
+    yield done((first.action, answer.action))
+
+
+async def nursery_across_a_later_yield(ctx: Context):
+    first = yield elicit("first?", CONFIRM)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.sleep_forever)
+        answer = yield elicit("inside a nursery?", CONFIRM)
+    yield done((first.action, answer.action))
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        scope_across_yield,
+        nursery_across_yield,
+        scope_across_a_later_yield,
+        nursery_across_a_later_yield,
+    ],
+)
 async def test_holding_a_scope_across_a_yield_is_a_clear_error(handler) -> None:
     for run in (run_live, run_modern):
         with trio.fail_after(5), pytest.raises(MrtrError, match="cancel scope or nursery"):
