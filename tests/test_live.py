@@ -136,6 +136,46 @@ async def test_round_timeout(autojump_clock: trio.testing.MockClock) -> None:
     assert closed == ["finally"]
 
 
+async def test_round_timeout_of_a_later_round_and_of_a_push_and_of_a_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Each round gets the whole round_timeout, counted from its own start; a push-style ask
+    # times out where the handler awaits it; a batch's nursery times out as one round.
+    async def answers_the_first_only(key: str, request: Any) -> Any:
+        if request.message == "A?":
+            await trio.sleep(20)
+            return happy_answer(key, request)
+        await trio.sleep_forever()
+
+    async def two_rounds(ctx: Context):
+        yield elicit("A?", CONFIRM)
+        yield elicit("B?", CONFIRM)
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"round 2 \(input-1\) within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(two_rounds, {}, answers_the_first_only)
+    assert trio.current_time() - start == pytest.approx(20 + 30)
+
+    async def pushes(ctx: Context):
+        yield elicit("A?", CONFIRM)
+        try:
+            await ctx.elicit("B?", CONFIRM)
+        except RoundTimeout as timeout:
+            raise LookupError("the handler saw it") from timeout
+        yield done("never")
+
+    with pytest.raises(LookupError, match="the handler saw it"):
+        await runtime(round_timeout=30).run_live(pushes, {}, answers_the_first_only)
+
+    async def batch(ctx: Context):
+        yield {"a": elicit("B?", CONFIRM), "b": elicit("C?", CONFIRM)}
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"round 1 \(a, b\) within"):
+        await runtime(round_timeout=30).run_live(batch, {}, answers_the_first_only)
+    assert trio.current_time() - start == pytest.approx(30)
+
+
 async def test_round_timeout_bounds_only_the_rounds(autojump_clock: trio.testing.MockClock) -> None:
     # One scope times every round of a flow: its deadline must be gone while the handler,
     # its steps and its cleanup run, however long they take.
