@@ -15,6 +15,7 @@ the one place that reads a private trio attribute).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -62,16 +63,17 @@ async def drive(
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
-    # One frame for the whole loop: a suspended live flow keeps it, and every frame costs
-    # memory per flow.
+    # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine,
+    # twice: trio makes a frame object of it), so every frame, and every local, costs memory
+    # per flow.
     try:
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
     except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
         task = None
     timed = task is not None and turn is not None and round_timeout != math.inf
     # Timed turns share one cancel scope, entered at the first of them and left when the
-    # drive ends; each turn sets its deadline and clears it after (entering a scope per round
-    # costs about twice as much). A flow that never asks the client enters none.
+    # drive ends; each turn sets its deadline and clears it after (cheaper than entering a
+    # scope per round). A flow that never asks the client enters none.
     scope: trio.CancelScope | None = None
     closed = False
     marks = trio_scope_marks(task)
@@ -91,15 +93,15 @@ async def drive(
                         action = machine.polled(await call(poll.fn, poll.args), now())
                     elif kind is Suspend and turn is not None:
                         requests = action.requests  # type: ignore[union-attr]
-                        timing = timed and bool(requests)
-                        if timing:
-                            deadline = trio.current_time() + round_timeout
+                        if timed and requests:
                             if scope is None:
-                                scope = trio.CancelScope(deadline=deadline)
+                                scope = trio.CancelScope(
+                                    deadline=trio.current_time() + round_timeout
+                                )
                                 scope.__enter__()
                                 marks = trio_scope_marks(task)
                             else:
-                                scope.deadline = deadline
+                                scope.deadline = trio.current_time() + round_timeout
                         if ask is not None and len(requests) == 1:
                             # While the client answers, a suspended flow keeps no frame but
                             # this one and the ask's.
@@ -107,7 +109,7 @@ async def drive(
                             responses: Mapping[str, Any] | None = {key: await ask(key, request)}
                         else:
                             responses = await turn(action)  # type: ignore[arg-type]
-                        if timing:
+                        if timed and requests:
                             assert scope is not None
                             if scope.cancel_called:  # answered as the deadline passed
                                 raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
@@ -121,7 +123,7 @@ async def drive(
                 if kind is not Feed:
                     break
                 need = await flow.resume(action.value)  # type: ignore[union-attr]
-        except BaseException as raised:
+        except BaseException:
             if scope is None:
                 raise
             if trio_scope_marks(task) is not marks:
@@ -129,7 +131,7 @@ async def drive(
                 closed = True
                 await flow.aclose()
             # Leave the scope as a `with` would: it swallows only its own deadline's Cancelled.
-            if not scope.__exit__(type(raised), raised, raised.__traceback__):
+            if not scope.__exit__(*sys.exc_info()):
                 raise
         else:
             if scope is not None:
