@@ -7,6 +7,14 @@ is: the live and task drivers wait for the answers (`turn`); the modern driver h
 wait for, so the loop stops there and the round ends with a token. The flow is closed on every
 exit path.
 
+A driver that waits may bound each round with a `round_timeout`. The loop enters one cancel
+scope, at the first round that asks the client, sets its deadline when each such round starts
+and clears it when the round ends (the handler's own code between rounds never runs under
+it), and leaves it when the flow ends: before closing the flow (so a timed-out handler's
+cleanup does not run cancelled), unless the handler still holds a scope of its own inside it.
+A round of one request is awaited by this loop itself, so a flow suspended in it keeps no
+frame but this one and the ask's.
+
 Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
 the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
 the one place that reads a private trio attribute).

@@ -3,11 +3,14 @@
 [run_live][mrtr_trio._live.run_live] [drive][mrtr_trio._drive.drive]s the flow with a
 [Replay][mrtr_trio._replay.Replay] machine that starts live, and meets each client turn
 itself: a request becomes a real server-to-client request through the host's
-`ask(key, request)`; a batch fans out concurrently in a trio nursery; every turn runs under
-`trio.fail_after(round_timeout)`, and the first failure cancels its siblings and is re-raised
-alone (never as an `ExceptionGroup`). A poll's turn sleeps its interval; a return-style
-handler's state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-style
-`await ctx.elicit(...)` asks through the same turns.
+`ask(key, request)` (one request is awaited by the drive loop itself); a batch fans out
+concurrently in a trio nursery, and the first failure cancels its siblings and is re-raised
+alone (never as an `ExceptionGroup`). The client must answer each round within
+`round_timeout`, else [RoundTimeout][mrtr_trio.RoundTimeout]: the drive times its rounds with
+one cancel scope per flow. A poll's turn sleeps its interval; a return-style handler's
+state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-style
+`await ctx.elicit(...)` asks through the same turns, each under a deadline of its own, since
+it runs inside the handler.
 """
 
 from __future__ import annotations
