@@ -369,6 +369,26 @@ async def test_holding_a_scope_across_a_yield_is_a_clear_error(handler) -> None:
     await trio.lowlevel.checkpoint()  # trio's own state is intact: checkpoints still work
 
 
+async def test_a_scope_holder_cancelled_while_closing_leaves_trio_intact(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The round timeout's scope is left even when closing the handler (which still holds a
+    # scope of its own inside it) is cancelled: trio's scope stack stays whole.
+    async def holder(ctx: Context):
+        yield elicit("first?", CONFIRM)
+        try:
+            with trio.move_on_after(100):
+                yield elicit("inside a cancel scope?", CONFIRM)
+        finally:
+            outer.cancel()  # the caller gives up while the flow is being closed
+            await trio.sleep(1)
+
+    with trio.CancelScope() as outer:
+        await runtime().run_live(holder, {}, ask_happy)
+    assert outer.cancelled_caught
+    await trio.lowlevel.checkpoint()
+
+
 # ----------------------------------------------------------------------- push style
 
 

@@ -105,8 +105,7 @@ async def drive(
                             if scope is None:
                                 scope = trio.CancelScope(
                                     deadline=trio.current_time() + round_timeout
-                                )
-                                scope.__enter__()
+                                ).__enter__()  # (returns the scope once it is entered)
                                 marks = trio_scope_marks(task)
                             else:
                                 scope.deadline = trio.current_time() + round_timeout
@@ -137,7 +136,11 @@ async def drive(
             if trio_scope_marks(task) is not marks:
                 # The handler still holds a scope of its own, inside ours: close it first.
                 closed = True
-                await flow.aclose()
+                try:
+                    await flow.aclose()
+                except BaseException:  # cancelled while closing: leave ours all the same
+                    scope.__exit__(*sys.exc_info())
+                    raise
             # Leave the scope as a `with` would: it swallows only its own deadline's Cancelled.
             if not scope.__exit__(*sys.exc_info()):
                 raise
