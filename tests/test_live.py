@@ -229,6 +229,23 @@ async def test_an_answer_that_comes_after_the_deadline_is_a_timeout(
     assert closed == ["finally"]
 
 
+async def test_run_live_raises_its_errors_when_awaited() -> None:
+    # run_live returns the flow's drive rather than being a coroutine function of its own:
+    # its errors must still come when it is awaited, as a coroutine function's would.
+    async def single(ctx: Context, size: int):
+        yield done(size)
+
+    rt = runtime()
+    for call, problem in (
+        (rt.run_live(single, {"size": 1}, "not callable"), "ask must be an async callable"),
+        (rt.run_live(lambda ctx: None, {}, ask_happy), "a handler must be an `async def`"),
+        (rt.run_live(single, {"sizes": 1}, ask_happy), "unexpected keyword argument 'sizes'"),
+    ):
+        with pytest.raises(TypeError, match=problem):
+            await call
+    assert await rt.run_live(single, {"size": 1}, ask_happy) == 1
+
+
 # ------------------------------------------------------------------- aclose accounting
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
@@ -54,14 +54,19 @@ def run_live(
     [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable] (before any capability check),
     steps, polls and pauses work.
     """
-    replayable = is_generator_handler(handler)
-    name = qualified_name(handler)
-    # Without a back channel nothing is asked, so the missing channel is the error to give.
-    rules = _rules(runtime.max_rounds, client_capabilities if ask is not None else None)
-    machine = Replay(name, rules, replayable=replayable)
-    turns = _Turns(runtime, machine, ask, replayable)
-    ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
-    flow = open_flow(handler, ctx, arguments)
+    try:
+        if ask is not None and not callable(ask):
+            raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
+        replayable = is_generator_handler(handler)
+        name = qualified_name(handler)
+        # Without a back channel nothing is asked, so the missing channel is the error to give.
+        rules = _rules(runtime.max_rounds, client_capabilities if ask is not None else None)
+        machine = Replay(name, rules, replayable=replayable)
+        turns = _Turns(runtime, machine, ask, replayable)
+        ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
+        flow = open_flow(handler, ctx, arguments)
+    except Exception as error:  # raised when awaited, as from any coroutine function
+        return _raise(error)
     return drive(
         flow,
         machine,
@@ -73,6 +78,10 @@ def run_live(
         ask=ask if replayable or runtime.legacy_shim else None,
         value_only=True,
     )
+
+
+async def _raise(error: Exception) -> NoReturn:
+    raise error
 
 
 _last_rules = Rules(8, free_pauses=True)

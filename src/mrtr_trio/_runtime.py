@@ -229,12 +229,9 @@ class Runtime:
         pauses still work. Raises as [advance][mrtr_trio.Runtime.advance] does, plus
         [RoundTimeout][mrtr_trio.RoundTimeout].
 
-        (It returns the flow's drive itself, to be awaited, so that a suspended flow keeps
-        no frame of its own here; an `ask` that is not callable, or a *handler* that is not
-        a handler, raises `TypeError` at once.)
+        (It returns the flow's drive itself, so that a suspended flow keeps no frame of its
+        own here. Like a coroutine function's, its errors are raised when it is awaited.)
         """
-        if ask is not None and not callable(ask):
-            raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
         return run_live(self, handler, arguments, ask, client_capabilities, host=host)
 
     def inspect(
