@@ -136,6 +136,116 @@ async def test_round_timeout(autojump_clock: trio.testing.MockClock) -> None:
     assert closed == ["finally"]
 
 
+async def test_round_timeout_of_a_later_round_and_of_a_push_and_of_a_batch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Each round gets the whole round_timeout, counted from its own start; a push-style ask
+    # times out where the handler awaits it; a batch's nursery times out as one round.
+    async def answers_the_first_only(key: str, request: Any) -> Any:
+        if request.message == "A?":
+            await trio.sleep(20)
+            return happy_answer(key, request)
+        await trio.sleep_forever()
+
+    async def two_rounds(ctx: Context):
+        yield elicit("A?", CONFIRM)
+        yield elicit("B?", CONFIRM)
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"round 2 \(input-1\) within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(two_rounds, {}, answers_the_first_only)
+    assert trio.current_time() - start == pytest.approx(20 + 30)
+
+    async def pushes(ctx: Context):
+        yield elicit("A?", CONFIRM)
+        try:
+            await ctx.elicit("B?", CONFIRM)
+        except RoundTimeout as timeout:
+            raise LookupError("the handler saw it") from timeout
+        yield done("never")
+
+    with pytest.raises(LookupError, match="the handler saw it"):
+        await runtime(round_timeout=30).run_live(pushes, {}, answers_the_first_only)
+
+    async def batch(ctx: Context):
+        yield {"a": elicit("B?", CONFIRM), "b": elicit("C?", CONFIRM)}
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"round 1 \(a, b\) within"):
+        await runtime(round_timeout=30).run_live(batch, {}, answers_the_first_only)
+    assert trio.current_time() - start == pytest.approx(30)
+
+
+async def test_round_timeout_bounds_only_the_rounds(autojump_clock: trio.testing.MockClock) -> None:
+    # One scope times every round of a flow: its deadline must be gone while the handler,
+    # its steps and its cleanup run, however long they take.
+    closed: list[float] = []
+
+    async def slow_step() -> str:
+        await trio.sleep(50)
+        return "stepped"
+
+    async def slow_between_rounds(ctx: Context):
+        try:
+            first = yield elicit("A?", CONFIRM)
+            await trio.sleep(50)  # the handler's own work between rounds
+            stepped = yield step(slow_step)
+            second = yield elicit("B?", CONFIRM)
+            yield done((first.action, stepped, second.action))
+        finally:
+            await trio.sleep(50)
+            closed.append(trio.current_time())
+
+    async def ask(key: str, request: Any) -> Any:
+        await trio.sleep(9)
+        return happy_answer(key, request)
+
+    start = trio.current_time()
+    value = await runtime(round_timeout=10).run_live(slow_between_rounds, {}, ask)
+    assert value == ("accept", "stepped", "accept")
+    assert closed == [pytest.approx(start + 9 + 50 + 50 + 9 + 50)]
+
+
+async def test_an_answer_that_comes_after_the_deadline_is_a_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    closed: list[str] = []
+
+    async def late(key: str, request: Any) -> Any:
+        with trio.CancelScope(shield=True):  # the deadline passes, but the ask still answers
+            await trio.sleep(31)
+        return happy_answer(key, request)
+
+    async def flow(ctx: Context):
+        try:
+            yield elicit("A?", CONFIRM)
+            yield done("answered in time?")
+        finally:
+            await trio.lowlevel.checkpoint()  # cleanup runs outside the expired round
+            closed.append("finally")
+
+    with pytest.raises(RoundTimeout, match=r"round 1 \(input-0\) within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(flow, {}, late)
+    assert closed == ["finally"]
+
+
+async def test_run_live_raises_its_errors_when_awaited() -> None:
+    # run_live returns the flow's drive rather than being a coroutine function of its own:
+    # its errors must still come when it is awaited, as a coroutine function's would.
+    async def single(ctx: Context, size: int):
+        yield done(size)
+
+    rt = runtime()
+    for call, problem in (
+        (rt.run_live(single, {"size": 1}, "not callable"), "ask must be an async callable"),
+        (rt.run_live(lambda ctx: None, {}, ask_happy), "a handler must be an `async def`"),
+        (rt.run_live(single, {"sizes": 1}, ask_happy), "unexpected keyword argument 'sizes'"),
+    ):
+        with pytest.raises(TypeError, match=problem):
+            await call
+    assert await rt.run_live(single, {"size": 1}, ask_happy) == 1
+
+
 # ------------------------------------------------------------------- aclose accounting
 
 
@@ -244,12 +354,56 @@ async def nursery_across_yield(ctx: Context):
     yield done(answer.action)
 
 
-@pytest.mark.parametrize("handler", [scope_across_yield, nursery_across_yield])
+async def scope_across_a_later_yield(ctx: Context):
+    # Live, the round timeout's own scope is entered by then: the handler's is inside it.
+    first = yield elicit("first?", CONFIRM)
+    with trio.move_on_after(100):
+        answer = yield elicit("inside a cancel scope?", CONFIRM)
+    yield done((first.action, answer.action))
+
+
+async def nursery_across_a_later_yield(ctx: Context):
+    first = yield elicit("first?", CONFIRM)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.sleep_forever)
+        answer = yield elicit("inside a nursery?", CONFIRM)
+    yield done((first.action, answer.action))
+
+
+@pytest.mark.parametrize(
+    "handler",
+    [
+        scope_across_yield,
+        nursery_across_yield,
+        scope_across_a_later_yield,
+        nursery_across_a_later_yield,
+    ],
+)
 async def test_holding_a_scope_across_a_yield_is_a_clear_error(handler) -> None:
     for run in (run_live, run_modern):
         with trio.fail_after(5), pytest.raises(MrtrError, match="cancel scope or nursery"):
             await run(handler, {}, happy_answer)
     await trio.lowlevel.checkpoint()  # trio's own state is intact: checkpoints still work
+
+
+async def test_a_scope_holder_cancelled_while_closing_leaves_trio_intact(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The round timeout's scope is left even when closing the handler (which still holds a
+    # scope of its own inside it) is cancelled: trio's scope stack stays whole.
+    async def holder(ctx: Context):
+        yield elicit("first?", CONFIRM)
+        try:
+            with trio.move_on_after(100):
+                yield elicit("inside a cancel scope?", CONFIRM)
+        finally:
+            outer.cancel()  # the caller gives up while the flow is being closed
+            await trio.sleep(1)
+
+    with trio.CancelScope() as outer:
+        await runtime().run_live(holder, {}, ask_happy)
+    assert outer.cancelled_caught
+    await trio.lowlevel.checkpoint()
 
 
 # ----------------------------------------------------------------------- push style

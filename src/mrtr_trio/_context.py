@@ -6,7 +6,7 @@ Drivers create one [Context][mrtr_trio.Context] per invocation; handlers only re
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._errors import MrtrError
@@ -29,10 +29,16 @@ from ._values import (
 if TYPE_CHECKING:
     from ._replay import Replay
 
-__all__ = ["Context", "Host", "accepted_content", "input_response"]
+__all__ = ["Context", "Host", "Pusher", "accepted_content", "input_response"]
 
 Era = Literal["legacy", "modern"]
-PushAsk = Callable[[str, Request], Awaitable[Answer]]
+
+
+class Pusher(Protocol):
+    """What a live driver lends a context for push-style asks."""
+
+    async def push(self, key: str, request: Request) -> Answer:
+        """Ask the client *request* under *key*, now, and return its answer."""
 
 
 class Host(Protocol):
@@ -87,7 +93,7 @@ class Context:
         client_capabilities: Mapping[str, Any] | None,
         *,
         machine: Replay | None = None,
-        push: PushAsk | None = None,
+        push: Pusher | None = None,
         host: Host | None = None,
     ) -> None:
         self._era: Era = era
@@ -204,7 +210,7 @@ class Context:
             )
         key = f"push-{self._pushes}"
         self._pushes += 1
-        return await self._push(key, request)
+        return await self._push.push(key, request)
 
     # ----------------------------------------------------------------- driver interface
 

@@ -7,6 +7,14 @@ is: the live and task drivers wait for the answers (`turn`); the modern driver h
 wait for, so the loop stops there and the round ends with a token. The flow is closed on every
 exit path.
 
+A driver that waits may bound each round with a `round_timeout`. The loop enters one cancel
+scope, at the first round that asks the client, sets its deadline when each such round starts
+and clears it when the round ends (the handler's own code between rounds never runs under
+it), and leaves it when the flow ends: before closing the flow (so a timed-out handler's
+cleanup does not run cancelled), unless the handler still holds a scope of its own inside it.
+A round of one request is awaited by this loop itself, so a flow suspended in it keeps no
+frame but this one and the ask's.
+
 Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
 the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
 the one place that reads a private trio attribute).
@@ -14,21 +22,27 @@ the one place that reads a private trio attribute).
 
 from __future__ import annotations
 
+import math
+import sys
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import trio
 
-from ._errors import MrtrError
+from ._errors import MrtrError, RoundTimeout
 from ._flow import Flow, Step
 from ._replay import Feed, Finish, Replay, RunPoll, RunStep, Suspend
 from ._steps import call
+from ._values import Request
 
-__all__ = ["StepRunner", "Turn", "drive", "trio_scope_marks"]
+__all__ = ["AskFunction", "StepRunner", "Turn", "drive", "timed_out", "trio_scope_marks"]
 
 #: `await turn(suspend)`: the client's turn, returning its responses (key → JSON or answer),
 #: or `None` when this driver cannot wait for them (the round then ends with a checkpoint).
 Turn = Callable[[Suspend], Awaitable[Mapping[str, Any] | None]]
+#: `await ask(key, request)` performs one server-to-client request and returns the answer
+#: (an answer object or the client's JSON).
+AskFunction = Callable[[str, Request], Awaitable[Any]]
 #: `await run_step(step)`: run a step's function once and return its value (the drivers give
 #: it an idempotency key, and the modern driver a store).
 StepRunner = Callable[[Step], Awaitable[Any]]
@@ -40,52 +54,120 @@ async def drive(
     turn: Turn | None,
     run_step: StepRunner,
     now: Callable[[], float],
-) -> Finish | Suspend:
+    *,
+    round_timeout: float = math.inf,
+    ask: AskFunction | None = None,
+    value_only: bool = False,
+) -> Any:
     """Run *flow* as *machine* directs until it finishes, or until the client must take a turn
     that *turn* (if any) does not wait for. *run_step* runs steps; *now* is the clock poll
-    deadlines are measured on.
+    deadlines are measured on. A turn that asks the client something must end within
+    *round_timeout* seconds, else [RoundTimeout][mrtr_trio.RoundTimeout]. With *ask*, a turn
+    of one request is `await ask(key, request)`, awaited here rather than through *turn*.
+    It returns the [Finish][mrtr_trio._replay.Finish] or the
+    [Suspend][mrtr_trio._replay.Suspend] it stopped at; with *value_only*, for a *turn* that
+    always waits (so the drive always finishes), the finished flow's value.
 
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
-    # One frame for the whole loop: a suspended live flow keeps it, and every frame costs
-    # memory per flow.
+    # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine,
+    # twice: trio makes a frame object of it), so every frame, and every local, costs memory
+    # per flow.
     try:
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
-    except RuntimeError:  # not under trio: no scopes to guard
+    except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
         task = None
+    timed = task is not None and turn is not None and round_timeout != math.inf
+    # Timed turns share one cancel scope, entered at the first of them and left when the
+    # drive ends; each turn sets its deadline and clears it after (cheaper than entering a
+    # scope per round). A flow that never asks the client enters none.
+    scope: trio.CancelScope | None = None
+    closed = False
     marks = trio_scope_marks(task)
     try:
-        need = await flow.start()
-        while True:
-            if trio_scope_marks(task) is not marks:
-                _scope_error(flow)
-            action = machine.next(need)
-            kind = type(action)
-            while kind is not Feed:
-                if kind is RunStep:
-                    action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
-                elif kind is RunPoll:
-                    poll = action.poll  # type: ignore[union-attr]
-                    action = machine.polled(await call(poll.fn, poll.args), now())
-                elif kind is Suspend and turn is not None:
-                    responses = await turn(action)  # type: ignore[arg-type]
-                    if responses is None:  # no one to wait for the answers here
-                        break
-                    action = machine.answered(responses)
-                else:  # a Finish, or a Suspend with no one to wait for it
-                    break
+        try:
+            need = await flow.start()
+            while True:
+                if trio_scope_marks(task) is not marks:
+                    _scope_error(flow)
+                action = machine.next(need)
                 kind = type(action)
-            if kind is not Feed:
-                break
-            need = await flow.resume(action.value)  # type: ignore[union-attr]
+                while kind is not Feed:
+                    if kind is RunStep:
+                        action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
+                    elif kind is RunPoll:
+                        poll = action.poll  # type: ignore[union-attr]
+                        action = machine.polled(await call(poll.fn, poll.args), now())
+                    elif kind is Suspend and turn is not None:
+                        requests = action.requests  # type: ignore[union-attr]
+                        if timed and requests:
+                            if scope is None:
+                                scope = trio.CancelScope(
+                                    deadline=trio.current_time() + round_timeout
+                                ).__enter__()  # (returns the scope once it is entered)
+                                marks = trio_scope_marks(task)
+                            else:
+                                scope.deadline = trio.current_time() + round_timeout
+                        if ask is not None and len(requests) == 1:
+                            # While the client answers, a suspended flow keeps no frame but
+                            # this one and the ask's.
+                            ((key, request),) = requests.items()
+                            responses: Mapping[str, Any] | None = {key: await ask(key, request)}
+                        else:
+                            responses = await turn(action)  # type: ignore[arg-type]
+                        if timed and requests:
+                            assert scope is not None
+                            if scope.cancel_called:  # answered as the deadline passed
+                                raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
+                            scope.deadline = math.inf
+                        if responses is None:  # no one to wait for the answers here
+                            break
+                        action = machine.answered(responses)
+                    else:  # a Finish, or a Suspend with no one to wait for it
+                        break
+                    kind = type(action)
+                if kind is not Feed:
+                    break
+                need = await flow.resume(action.value)  # type: ignore[union-attr]
+        except BaseException:
+            if scope is None:
+                raise
+            if trio_scope_marks(task) is not marks:
+                # The handler still holds a scope of its own, inside ours: close it first.
+                closed = True
+                try:
+                    await flow.aclose()
+                except BaseException:  # cancelled while closing: leave ours all the same
+                    scope.__exit__(*sys.exc_info())
+                    raise
+            # Leave the scope as a `with` would: it swallows only its own deadline's Cancelled.
+            if not scope.__exit__(*sys.exc_info()):
+                raise
+        else:
+            if scope is not None:
+                scope.__exit__(None, None, None)
     except BaseException:
-        await flow.aclose()
+        if not closed:
+            await flow.aclose()
         raise
     error = await flow.aclose()
+    if scope is not None and scope.cancelled_caught:  # the client's turn outlived its deadline
+        raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
     if error is not None:
         raise error
-    return action  # type: ignore[return-value]
+    if value_only:
+        assert type(action) is Finish  # a turn that always waits: only a finish stops here
+        return action.value
+    return action
+
+
+def timed_out(machine: Replay, suspend: Suspend, round_timeout: float) -> RoundTimeout:
+    """The error for a client that did not answer *suspend* within *round_timeout*."""
+    return RoundTimeout(
+        f"{machine.name}: the client did not answer round {machine.rounds} "
+        f"({', '.join(suspend.requests)}) within round_timeout={round_timeout} s"
+    )
 
 
 def trio_scope_marks(task: trio.lowlevel.Task | None) -> object:

@@ -3,27 +3,30 @@
 [run_live][mrtr_trio._live.run_live] [drive][mrtr_trio._drive.drive]s the flow with a
 [Replay][mrtr_trio._replay.Replay] machine that starts live, and meets each client turn
 itself: a request becomes a real server-to-client request through the host's
-`ask(key, request)`; a batch fans out concurrently in a trio nursery; every turn runs under
-`trio.fail_after(round_timeout)`, and the first failure cancels its siblings and is re-raised
-alone (never as an `ExceptionGroup`). A poll's turn sleeps its interval; a return-style
-handler's state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-style
-`await ctx.elicit(...)` asks through the same turns.
+`ask(key, request)` (one request is awaited by the drive loop itself); a batch fans out
+concurrently in a trio nursery, and the first failure cancels its siblings and is re-raised
+alone (never as an `ExceptionGroup`). The client must answer each round within
+`round_timeout`, else [RoundTimeout][mrtr_trio.RoundTimeout]: the drive times its rounds with
+one cancel scope per flow. A poll's turn sleeps its interval; a return-style handler's
+state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-style
+`await ctx.elicit(...)` asks through the same turns, each under a deadline of its own, since
+it runs inside the handler.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 
 from ._context import Context, Host
-from ._drive import drive
-from ._errors import BackChannelUnavailable, MrtrError, RoundTimeout
+from ._drive import AskFunction, drive, timed_out
+from ._errors import BackChannelUnavailable, MrtrError
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
-from ._replay import Feed, Finish, Replay, Rules, Suspend
+from ._replay import Feed, Replay, Rules, Suspend
 from ._steps import call_step
 from ._token import STEP_KEY_BYTES
 from ._values import Answer, Request
@@ -33,10 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AskFunction", "run_live"]
 
-#: `await ask(key, request)` performs one server-to-client request and returns the answer
-#: (an answer object or the client's JSON).
-AskFunction = Callable[[str, Request], Awaitable[Any]]
-
 
 def run_live(
     runtime: Runtime,
@@ -45,8 +44,8 @@ def run_live(
     ask: AskFunction | None,
     client_capabilities: Mapping[str, Any] | None,
     host: Host | None = None,
-) -> Coroutine[Any, Any, Finish | Suspend]:
-    """The drive of *handler* on a live session: await it for the `Finish` it ends with.
+) -> Coroutine[Any, Any, Any]:
+    """The drive of *handler* on a live session: await it for the value the flow ends with.
 
     (A plain function that sets the flow up and returns the drive itself, so that a suspended
     flow keeps no frame of its own here.)
@@ -55,19 +54,49 @@ def run_live(
     [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable] (before any capability check),
     steps, polls and pauses work.
     """
-    replayable = is_generator_handler(handler)
-    name = qualified_name(handler)
-    rules = Rules(
-        runtime.max_rounds,
+    try:
+        if ask is not None and not callable(ask):
+            raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
+        replayable = is_generator_handler(handler)
+        name = qualified_name(handler)
         # Without a back channel nothing is asked, so the missing channel is the error to give.
-        client_capabilities=client_capabilities if ask is not None else None,
-        free_pauses=True,
+        rules = _rules(runtime.max_rounds, client_capabilities if ask is not None else None)
+        machine = Replay(name, rules, replayable=replayable)
+        turns = _Turns(runtime, machine, ask, replayable)
+        ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
+        flow = open_flow(handler, ctx, arguments)
+    except Exception as error:  # raised when awaited, as from any coroutine function
+        return _raise(error)
+    return drive(
+        flow,
+        machine,
+        turns,
+        _run_step,
+        trio.current_time,
+        round_timeout=runtime.round_timeout,
+        # One request is asked straight from the loop; the turn checks the shim first.
+        ask=ask if replayable or runtime.legacy_shim else None,
+        value_only=True,
     )
-    machine = Replay(name, rules, replayable=replayable)
-    turns = _Turns(runtime, machine, ask, replayable)
-    ctx = Context("legacy", client_capabilities, machine=machine, push=turns.push, host=host)
-    flow = open_flow(handler, ctx, arguments)
-    return drive(flow, machine, turns, _run_step, trio.current_time)
+
+
+async def _raise(error: Exception) -> NoReturn:
+    raise error
+
+
+_last_rules = Rules(8, free_pauses=True)
+
+
+def _rules(max_rounds: int, client_capabilities: Mapping[str, Any] | None) -> Rules:
+    """The live rules for these knobs: the last ones made when they fit (flows of one session
+    share its capabilities, and rules are frozen), so a flow usually makes none."""
+    global _last_rules
+    rules = _last_rules
+    if rules.max_rounds != max_rounds or rules.client_capabilities is not client_capabilities:
+        rules = _last_rules = Rules(
+            max_rounds, client_capabilities=client_capabilities, free_pauses=True
+        )
+    return rules
 
 
 async def _run_step(step: Step) -> Any:
@@ -114,24 +143,24 @@ class _Turns:
                 "connect with MCP 2026-07-28, where the same handler asks through "
                 "input_required results."
             )
-        # trio.fail_after, without its context-manager wrapping (a live round's largest cost).
-        with trio.CancelScope(deadline=trio.current_time() + self._runtime.round_timeout) as scope:
-            if len(requests) == 1:  # the common case needs no nursery
-                ((key, request),) = requests.items()
-                return {key: await ask(key, request)}
-            return await _ask_all(ask, requests)
-        assert scope.cancelled_caught  # the scope only ends early at its deadline
-        raise RoundTimeout(
-            f"{self._machine.name}: the client did not answer round "
-            f"{self._machine.rounds} ({', '.join(requests)}) within "
-            f"round_timeout={self._runtime.round_timeout} s"
-        )
+        if len(requests) == 1:  # the common case needs no nursery
+            ((key, request),) = requests.items()
+            return {key: await ask(key, request)}
+        return await _ask_all(ask, requests)
 
     async def push(self, key: str, request: Request) -> Answer:
-        """A push-style `ctx.elicit(...)` and friends: one request, asked like any other."""
-        action = self._machine.push({key: request})
+        """A push-style `ctx.elicit(...)` and friends: one request, asked like any other.
+        It runs inside the handler, so it is timed by a scope of its own: a timeout is raised
+        where the handler awaits."""
+        machine = self._machine
+        action = machine.push({key: request})
+        round_timeout = self._runtime.round_timeout
         while True:
-            reply = self._machine.answered(await self(action))
+            with trio.CancelScope(deadline=trio.current_time() + round_timeout) as scope:
+                responses = await self(action)
+            if scope.cancelled_caught:
+                raise timed_out(machine, action, round_timeout)
+            reply = machine.answered(responses)
             if type(reply) is Feed:
                 return reply.value[key]  # type: ignore[no-any-return]  # a batch of one
             assert type(reply) is Suspend

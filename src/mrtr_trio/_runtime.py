@@ -16,7 +16,6 @@ from ._journal import Pending, PendingPoll, qualified_name
 from ._keys import default_keys
 from ._live import AskFunction, run_live
 from ._modern import Complete, InputRequired, advance
-from ._replay import Finish
 from ._steps import StepStore
 from ._token import Keyring, StateCodec, binding_digest, check_keys
 from ._util import check_count, check_seconds
@@ -213,7 +212,7 @@ class Runtime:
             turn=turn,
         )
 
-    async def run_live(
+    def run_live(
         self,
         handler: Handler,
         arguments: Mapping[str, Any],
@@ -221,8 +220,8 @@ class Runtime:
         *,
         client_capabilities: Mapping[str, Any] | None = None,
         host: Host | None = None,
-    ) -> Any:
-        """Run a whole legacy flow and return its value.
+    ) -> Coroutine[Any, Any, Any]:
+        """Run a whole legacy flow: await it for the flow's value.
 
         `await ask(key, request)` performs one server-to-client request and returns the
         client's answer (JSON or an answer object); its exceptions end the flow. `ask=None`
@@ -230,12 +229,11 @@ class Runtime:
         [BackChannelUnavailable][mrtr_trio.BackChannelUnavailable], while steps, polls and
         pauses still work. Raises as [advance][mrtr_trio.Runtime.advance] does, plus
         [RoundTimeout][mrtr_trio.RoundTimeout].
+
+        (It returns the flow's drive itself, so that a suspended flow keeps no frame of its
+        own here. Like a coroutine function's, its errors are raised when it is awaited.)
         """
-        if ask is not None and not callable(ask):
-            raise TypeError(f"ask must be an async callable ask(key, request), got {ask!r}")
-        finish = await run_live(self, handler, arguments, ask, client_capabilities, host=host)
-        assert isinstance(finish, Finish)  # with a turn to wait for, a drive only stops there
-        return finish.value
+        return run_live(self, handler, arguments, ask, client_capabilities, host=host)
 
     def inspect(
         self,
