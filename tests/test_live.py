@@ -420,6 +420,36 @@ async def test_push_style_works_live() -> None:
     assert await run_live(push_style, {}, happy_answer) == ("accept", 2, "Paris")
 
 
+async def test_a_handler_may_catch_a_failed_push_style_ask_and_carry_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async def recovers(ctx: Context):
+        outcomes = []
+        for _ in range(3):
+            try:
+                answer = await ctx.elicit("Push?", CONFIRM)
+                outcomes.append(answer.action)
+            except (RoundTimeout, InvalidInputResponse, RuntimeError) as error:
+                outcomes.append(type(error).__name__)
+        confirmed = yield elicit("Yield?", CONFIRM)  # the flow is still live and asks on
+        yield done((*outcomes, confirmed.action))
+
+    replies = iter(["slow", "junk", "fails"])
+
+    async def ask(key: str, request: Any) -> Any:
+        if key.startswith("input-"):
+            return happy_answer(key, request)
+        reply = next(replies)
+        if reply == "slow":
+            await trio.sleep(60)
+        if reply == "fails":
+            raise RuntimeError("the client said no")
+        return {"action": "maybe"}
+
+    value = await runtime(round_timeout=30).run_live(recovers, {}, ask)
+    assert value == ("RoundTimeout", "InvalidInputResponse", "RuntimeError", "accept")
+
+
 async def test_push_style_elsewhere_names_the_replacement() -> None:
     with pytest.raises(MrtrError, match=r"modern .*Yield elicit\(\.\.\.\).*input_required"):
         await run_modern(push_style, {}, happy_answer)

@@ -183,6 +183,31 @@ def test_push_style_asks_do_not_disturb_the_flow() -> None:
     assert machine.next(done(1)) == Finish(1)
 
 
+def test_an_abandoned_push_style_ask_leaves_the_flow_live() -> None:
+    # The client's error or a timeout: the handler may catch it and carry on.
+    machine = live()
+    machine.push({"push-0": ASK_NAME})
+    machine.abandon()
+    assert machine.phase is LIVE
+    assert isinstance(machine.next(single("input-0", ASK_YES)), Suspend)
+    # A malformed answer: the machine's own error, which the handler may catch too.
+    machine = live()
+    machine.push({"push-0": ASK_NAME})
+    with pytest.raises(InvalidInputResponse):
+        machine.answered({"push-0": {"action": "maybe"}})
+    machine.abandon()
+    assert machine.phase is LIVE
+    assert machine.next(done(1)) == Finish(1)
+    # An ordinary ask's malformed answer still ends the flow.
+    machine = live()
+    machine.next(single("input-0", ASK_NAME))
+    with pytest.raises(InvalidInputResponse):
+        machine.answered({"input-0": {"action": "maybe"}})
+    assert machine.phase is ERROR
+    with pytest.raises(MrtrError, match="abandoned with none in progress"):
+        live().abandon()
+
+
 def test_answers_out_of_turn_are_a_bug_the_machine_names() -> None:
     machine = live()
     with pytest.raises(MrtrError, match="got answers in phase LIVE"):

@@ -153,18 +153,22 @@ class _Turns:
         It runs inside the handler, so it is timed by a scope of its own: a timeout is raised
         where the handler awaits."""
         machine = self._machine
-        action = machine.push({key: request})
         round_timeout = self._runtime.round_timeout
-        while True:
-            with trio.CancelScope(deadline=trio.current_time() + round_timeout) as scope:
-                responses = await self(action)
-            if scope.cancelled_caught:
-                raise timed_out(machine, action, round_timeout)
-            reply = machine.answered(responses)
-            if type(reply) is Feed:
-                return reply.value[key]  # type: ignore[no-any-return]  # a batch of one
-            assert type(reply) is Suspend
-            action = reply
+        action = machine.push({key: request})
+        try:
+            while True:
+                with trio.CancelScope(deadline=trio.current_time() + round_timeout) as scope:
+                    responses = await self(action)
+                if scope.cancelled_caught:
+                    raise timed_out(machine, action, round_timeout)
+                reply = machine.answered(responses)
+                if type(reply) is Feed:
+                    return reply.value[key]  # type: ignore[no-any-return]  # a batch of one
+                assert type(reply) is Suspend
+                action = reply
+        except BaseException:
+            machine.abandon()  # the handler may catch the error and carry on
+            raise
 
 
 async def _ask_all(ask: AskFunction, requests: Mapping[str, Request]) -> dict[str, Any]:

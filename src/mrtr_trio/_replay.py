@@ -155,6 +155,7 @@ TRANSITIONS: Final[dict[_Phase, dict[str, _Phase]]] = {
         "answered, all valid": LIVE,
         "answered, some invalid or missing": SUSPENDED,
         "turn over, poll again": LIVE,
+        "push-style ask abandoned": LIVE,
     },
     FINISHED: {},
     ERROR: {},
@@ -255,6 +256,7 @@ class Replay:
         "_pending",
         "_polling",
         "_position",
+        "_pushing",
         "_recorded",
         "_replayable",
         "_responses",
@@ -288,6 +290,7 @@ class Replay:
         # (Without a checkpoint to make, an empty tuple stands in: nothing is appended.)
         self._recorded: list[Entry] = [] if rules.record else cast("list[Entry]", ())
         self._asking: Ask | None = None  # the ask the client is answering
+        self._pushing = False  # it is a push-style ask (see `abandon`)
         self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
         self._running: Step | Poll | None = None
         self._polling: PendingPoll | None = None
@@ -389,7 +392,24 @@ class Replay:
         [answered][mrtr_trio._replay.Replay.answered] returns, and nothing is journaled."""
         if self.phase is not LIVE:
             return self._unexpected("a push-style ask")
-        return self._suspend(Ask(requests), requests, _NOTHING, _NOTHING)
+        self._pushing = True
+        try:
+            return self._suspend(Ask(requests), requests, _NOTHING, _NOTHING)
+        except MrtrError:  # refused before it was asked: the flow stays LIVE
+            self._pushing = False
+            raise
+
+    def abandon(self) -> None:
+        """The push-style ask in progress ended without its answers: the client's error, a
+        timeout, or an error this machine raised about its answers (malformed, or re-asked
+        past the round limit). The handler sees that error where it awaited the ask,
+        and may catch it and carry on, so the flow goes on as if the ask had not been made."""
+        if not self._pushing:
+            self._unexpected("a push-style ask abandoned with none in progress")
+        self._pushing = False
+        self._asking, self._kept = None, _NOTHING
+        if self.phase is SUSPENDED:
+            self._go("push-style ask abandoned")
 
     def checkpoint(self) -> Cursor:
         """Where the flow stands while the client takes its turn, for a token."""
@@ -500,12 +520,12 @@ class Replay:
         try:
             answers, again, problems = collect_answers(ask.requests, kept, responses)
         except MrtrError:
-            self.phase = ERROR
+            self._fail()
             raise
         if again:
             self._payload = ask.payload
             return self._suspend(ask, again, answers, problems)
-        self._asking, self._kept = None, _NOTHING
+        self._asking, self._kept, self._pushing = None, _NOTHING, False
         self._go(event)
         if ask.single:
             ((key, request),) = ask.requests.items()
@@ -528,13 +548,13 @@ class Replay:
         if to_ask and rules.client_capabilities is not None:
             missing = missing_capabilities(to_ask.values(), rules.client_capabilities)
             if missing:
-                self.phase = ERROR
+                self._fail()
                 raise MissingCapability(
                     f"{self.name} needs client capabilities the client did not declare: {missing}",
                     missing,
                 )
         if self.rounds >= rules.max_rounds:
-            self.phase = ERROR
+            self._fail()
             why = "".join(f"; the answer to {key!r} {text}" for key, text in problems.items())
             raise RoundLimitExceeded(
                 f"{self.name} still required input after {rules.max_rounds} rounds "
@@ -595,6 +615,12 @@ class Replay:
         except MrtrError:
             self.phase = ERROR
             raise
+
+    def _fail(self) -> None:
+        """An error about the current ask is on its way out: it ends the flow, unless the ask
+        is push-style (the handler may catch the error; see `abandon`)."""
+        if not self._pushing:
+            self.phase = ERROR
 
     def _go(self, event: str) -> None:
         try:
