@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -58,7 +60,7 @@ def test_serve_stdio_stops_promptly_on_interrupt() -> None:
         stderr=subprocess.PIPE,
     )
     try:
-        time.sleep(1.5)  # let it import and start reading
+        wait_until_serving(server, stdio=True)
         started = time.monotonic()
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=10) == 0
@@ -69,6 +71,53 @@ def test_serve_stdio_stops_promptly_on_interrupt() -> None:
         server.wait()
         for stream in (server.stdin, server.stdout, server.stderr):
             stream.close()
+
+
+def wait_until_serving(
+    server: subprocess.Popen[bytes], *, stdio: bool, timeout: float = 30
+) -> None:
+    """Return once *server* serves, however long a loaded machine takes to start it: over
+    stdio, it has answered `initialize`; over HTTP, it has a listening TCP socket."""
+    deadline = time.monotonic() + timeout
+    if stdio:
+        assert server.stdin is not None and server.stdout is not None
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+        server.stdin.write(json.dumps(initialize).encode() + b"\n")
+        server.stdin.flush()
+        ready, _, _ = select.select([server.stdout], [], [], timeout)
+        assert ready, "no answer to initialize"
+        assert b'"id":0' in server.stdout.readline().replace(b" ", b"")
+        return
+    while time.monotonic() < deadline:
+        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        if _listening(server.pid):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the server did not listen in time")
+
+
+def _listening(pid: int) -> bool:
+    """Whether process *pid* holds a TCP socket in the LISTEN state (Linux /proc)."""
+    sockets = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            sockets.add(target[8:-1])
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in sockets:  # 0A: LISTEN
+                return True
+    return False
 
 
 def run_cli(
@@ -183,8 +232,7 @@ def test_ctrl_c_on_app_run_exits_quietly(tmp_path: Path, arguments: str) -> None
         env={**os.environ, "MRTR_TRIO_KEYS": KEY},
     )
     try:
-        time.sleep(1.5)  # let it import and start serving
-        assert server.poll() is None, server.stderr.read() if server.stderr else ""
+        wait_until_serving(server, stdio=not arguments)
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=10) == 0
         assert server.stderr is not None and server.stderr.read() == b""
