@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ._errors import MrtrError
-from ._journal import Pending, PendingPoll, qualified_name
+from ._journal import SINGLE_KEYS, Pending, PendingPoll, qualified_name, single_key
 from ._util import Memo, check_seconds
 from ._values import REQUEST_TYPES, Answer, Request
 
@@ -293,7 +293,7 @@ class GeneratorFlow(Flow):
             return yielded  # type: ignore[no-any-return]
         if kind in REQUEST_TYPES:
             singles = self._singles
-            key = _SINGLE_KEYS[singles] if singles < len(_SINGLE_KEYS) else f"input-{singles}"
+            key = SINGLE_KEYS[singles] if singles < len(SINGLE_KEYS) else single_key(singles)
             self._singles = singles + 1
             return Ask({key: yielded}, None, True)
         if kind is Pause:
@@ -325,7 +325,6 @@ class GeneratorFlow(Flow):
 
 
 _YIELDED_AS_IS = frozenset({Step, Poll, Done})
-_SINGLE_KEYS = tuple(f"input-{n}" for n in range(64))
 
 
 def _log_close_error(name: str, error: BaseException) -> BaseException:

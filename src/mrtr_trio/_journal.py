@@ -40,6 +40,7 @@ __all__ = [
     "PAUSED",
     "Pending",
     "PendingPoll",
+    "SINGLE_KEYS",
     "StepResult",
     "StrictDecoder",
     "describe_fingerprint",
@@ -47,6 +48,7 @@ __all__ = [
     "qualified_name",
     "record_problem",
     "recordable",
+    "single_key",
     "step_fingerprint",
     "strict_loads",
 ]
@@ -78,6 +80,15 @@ def describe_fingerprint(value: bytes) -> str:
 
 
 # ------------------------------------------------------------------------------ entries
+
+#: The keys of a flow's first single-request asks (see `single_key`), made once: every
+#: replayed entry needs one.
+SINGLE_KEYS = tuple(f"input-{n}" for n in range(1024))
+
+
+def single_key(n: int) -> str:
+    """The generated key of a flow's *n*-th request yielded on its own: `input-N`."""
+    return SINGLE_KEYS[n] if n < len(SINGLE_KEYS) else f"input-{n}"
 
 
 @attrs.frozen

@@ -38,6 +38,7 @@ import cbor2
 from ._errors import InvalidRequestState, MrtrError
 from ._journal import (
     PAUSED,
+    SINGLE_KEYS,
     Answered,
     AnsweredOne,
     Cursor,
@@ -46,8 +47,9 @@ from ._journal import (
     PendingPoll,
     StepResult,
     StrictDecoder,
+    single_key,
 )
-from ._util import Memo
+from ._util import Memo, slot_setter
 from ._values import (
     ACTIONS,
     FINGERPRINT_BYTES,
@@ -239,7 +241,7 @@ def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
     if isinstance(entry, StepResult):
         return [entry.fingerprint, entry.value], singles
     if isinstance(entry, AnsweredOne):
-        if entry.key == _single_key(singles):
+        if entry.key == single_key(singles):
             return [entry.fingerprint, *_answer_fields(entry.answer)], singles + 1
         entry = Answered({entry.key: entry.fingerprint}, {entry.key: entry.answer})
     return {
@@ -251,27 +253,41 @@ def _entries_from_cbor(data: Any) -> tuple[tuple[Entry, ...], int]:
     """The entries, and how many of them are single-request asks.
 
     One pass that checks each entry's shape while it builds it (this runs for every entry of
-    every retry): the commonest entry, an elicitation answer, is read inline."""
+    every retry): the commonest entry, an elicitation answer, is checked and built inline,
+    its two objects written slot by slot (the token is verified and its values were checked
+    when they arrived: the shape is checked here, not the values again)."""
     if type(data) is not list:
         raise ValueError("the journal is not an array")
     entries: list[Entry] = []
     append = entries.append
     singles = 0
+    keys = SINGLE_KEYS
     for item in data:
         if type(item) is list:
             fp = item[0]
             if type(fp) is not bytes or len(fp) != FINGERPRINT_BYTES:
                 raise ValueError(f"bad fingerprint {fp!r}")
             kind = fp[0]
-            if kind == _STEP_KIND:
+            size = len(item)
+            if kind == 0 and (size == 3 or size == 2):
+                code = item[1]
+                content = item[2] if size == 3 else None
+                if type(code) is not int or not 0 <= code < len(ACTIONS):
+                    raise ValueError(f"bad elicitation action {code!r}")
+                if content is not None and type(content) is not dict:
+                    raise ValueError("bad elicitation content")
+                answer: Answer = trusted_elicit_result(ACTIONS[code], content)
+            elif kind == _STEP_KIND:
                 (value,) = item[1:]
                 append(StepResult(fp, value))
                 continue
-            if kind == 0 and 1 < len(item) < 4:
-                answer: Answer = _elicit_result(item[1], item[2] if len(item) == 3 else None)
             else:
                 answer = _answer_from_fields(kind, item[1:])
-            append(AnsweredOne(_single_key(singles), fp, answer))
+            entry = _new(AnsweredOne)
+            _set_key(entry, keys[singles] if singles < len(keys) else single_key(singles))
+            _set_fingerprint(entry, fp)
+            _set_answer(entry, answer)
+            append(entry)
             singles += 1
         elif not item:
             append(PAUSED)
@@ -284,12 +300,10 @@ def _entries_from_cbor(data: Any) -> tuple[tuple[Entry, ...], int]:
     return tuple(entries), singles
 
 
-_SINGLE_KEYS = tuple(f"input-{n}" for n in range(256))
-
-
-def _single_key(n: int) -> str:
-    """The generated key of the *n*-th single-request ask (`input-N`)."""
-    return _SINGLE_KEYS[n] if n < len(_SINGLE_KEYS) else f"input-{n}"
+_new = object.__new__
+_set_key = slot_setter(AnsweredOne, "key")
+_set_fingerprint = slot_setter(AnsweredOne, "fingerprint")
+_set_answer = slot_setter(AnsweredOne, "answer")
 
 
 def _encode_journal(cursor: Cursor) -> bytes:

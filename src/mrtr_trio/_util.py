@@ -14,11 +14,22 @@ __all__ = [
     "check_seconds",
     "fixup_module_metadata",
     "short_repr",
+    "slot_setter",
 ]
 
 K = TypeVar("K")
 T = TypeVar("T")
 V = TypeVar("V")
+
+
+def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
+    """The setter of *cls*'s slot *name*: it writes a frozen attrs instance's field, for code
+    that builds one from values already checked, without `__init__` (which runs the validators)
+    and faster than `object.__setattr__` by name."""
+    slot = cls.__dict__[name]
+    assert type(slot).__name__ == "member_descriptor", f"{cls.__name__}.{name} is not a slot"
+    setter: Callable[[Any, Any], None] = slot.__set__
+    return setter
 
 
 class Memo(Generic[K, V]):
