@@ -43,6 +43,7 @@ from mrtr_trio._replay import (
     REPLAYING,
     SUSPENDED,
     TRANSITIONS,
+    UNMATCHED,
     Feed,
     Finish,
     Replay,
@@ -373,6 +374,26 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
     script = Path(__file__).resolve().parents[1] / "docs" / "scripts" / "phase_diagram.py"
     run = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+def test_replayed_gives_a_matching_single_answer_but_never_the_last_entry() -> None:
+    name = ElicitResult("accept", {"name": "Ada"})
+    journal = (
+        AnsweredOne("input-0", ASK_NAME.fingerprint, name),
+        AnsweredOne("input-1", ASK_NAME.fingerprint, name),
+    )
+    cursor = Cursor(journal, flow_id=b"flow-id!")
+    first, second = Ask({"input-0": ASK_NAME}, single=True), Ask({"input-1": ASK_NAME}, single=True)
+    # A changed request (another fingerprint), a batch of one, another key: not replayed here.
+    assert modern(cursor).replayed(Ask({"input-0": ASK_YES}, single=True)) is UNMATCHED
+    assert modern(cursor).replayed(Ask({"input-0": ASK_NAME})) is UNMATCHED
+    assert modern(cursor).replayed(second) is UNMATCHED
+    machine = modern(cursor)
+    assert machine.replayed(first) == name and machine.is_replaying
+    # The last entry moves the phase on: `next` takes it.
+    assert machine.replayed(second) is UNMATCHED
+    assert machine.next(second) == Feed(name) and machine.phase is LIVE
+    assert live().replayed(first) is UNMATCHED  # nothing to replay live
 
 
 def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> None:

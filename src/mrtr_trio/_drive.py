@@ -31,7 +31,7 @@ import trio
 
 from ._errors import MrtrError, RoundTimeout
 from ._flow import Flow, Step
-from ._replay import Feed, Finish, Replay, RunPoll, RunStep, Suspend
+from ._replay import UNMATCHED, Action, Feed, Finish, Replay, RunPoll, RunStep, Suspend
 from ._steps import call
 from ._values import Request
 
@@ -91,6 +91,12 @@ async def drive(
             while True:
                 if trio_scope_marks(task) is not marks:
                     _scope_error(flow)
+                # The commonest need, a replayed answer, with no action to build (and no local
+                # of its own: `action` holds the answer).
+                action: Action = machine.replayed(need)
+                if action is not UNMATCHED:
+                    need = await flow.resume(action)
+                    continue
                 action = machine.next(need)
                 kind = type(action)
                 while kind is not Feed:

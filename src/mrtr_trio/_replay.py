@@ -89,6 +89,7 @@ __all__ = [
     "REPLAYING",
     "SUSPENDED",
     "TRANSITIONS",
+    "UNMATCHED",
     "Action",
     "Feed",
     "Finish",
@@ -236,6 +237,9 @@ class Rules:
 
 _NO_CURSOR = Cursor()
 _MISMATCH: Any = object()
+#: What [Replay.replayed][mrtr_trio._replay.Replay.replayed] returns for a need it does not
+#: replay itself.
+UNMATCHED: Final[Any] = object()
 
 
 class Replay:
@@ -316,27 +320,28 @@ class Replay:
         """What to do about *need*, the handler's latest."""
         phase = self.phase
         if phase is REPLAYING:
-            # The commonest need of all, inline: a request yielded on its own, matching the
-            # next entry, which is not the last.
-            position = self._position + 1
-            journal = self._journal
-            entry = journal[position - 1]
-            if (
-                position < len(journal)
-                and type(entry) is AnsweredOne
-                and type(need) is Ask
-                and need.single
-            ):
-                request = need.requests.get(entry.key)
-                if request is not None and request.fingerprint == entry.fingerprint:
-                    self._position = position
-                    return Feed(entry.answer)
             return self._replay(need)
         if phase is PENDING:
             return self._at_pending(need)
         if phase is LIVE:
             return self._live(need)
         return self._unexpected(f"a need ({type(need).__name__})")
+
+    def replayed(self, need: Need) -> Any:
+        """`next`'s commonest case, with no action to build: while replaying, the recorded
+        answer when *need* is a request yielded on its own that matches the next entry (its
+        fingerprint), which is not the last; otherwise [UNMATCHED][mrtr_trio._replay.UNMATCHED],
+        and the driver asks `next`."""
+        if self.phase is REPLAYING and type(need) is Ask and need.single:
+            position = self._position + 1
+            journal = self._journal
+            entry = journal[position - 1]
+            if position < len(journal) and type(entry) is AnsweredOne:
+                request = need.requests.get(entry.key)
+                if request is not None and request.fingerprint == entry.fingerprint:
+                    self._position = position
+                    return entry.answer
+        return UNMATCHED
 
     def ran(self, value: Any) -> Feed:
         """The step asked for by [RunStep][mrtr_trio._replay.RunStep] returned *value*."""
