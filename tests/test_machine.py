@@ -377,23 +377,26 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
 
 
 def test_replayed_gives_a_matching_single_answer_but_never_the_last_entry() -> None:
-    name = ElicitResult("accept", {"name": "Ada"})
+    name, yes = ElicitResult("accept", {"name": "Ada"}), ElicitResult("accept", {"ok": True})
     journal = (
         AnsweredOne("input-0", ASK_NAME.fingerprint, name),
-        AnsweredOne("input-1", ASK_NAME.fingerprint, name),
+        AnsweredOne("input-1", ASK_YES.fingerprint, yes),
     )
     cursor = Cursor(journal, flow_id=b"flow-id!")
-    first, second = Ask({"input-0": ASK_NAME}, single=True), Ask({"input-1": ASK_NAME}, single=True)
-    # A changed request (another fingerprint), a batch of one, another key: not replayed here.
-    assert modern(cursor).replayed(Ask({"input-0": ASK_YES}, single=True)) is UNMATCHED
+    # A changed request (another fingerprint), a batch of one, a step: not replayed here.
+    assert modern(cursor).replayed(ASK_YES) is UNMATCHED
     assert modern(cursor).replayed(Ask({"input-0": ASK_NAME})) is UNMATCHED
-    assert modern(cursor).replayed(second) is UNMATCHED
+    assert modern(cursor).replayed(STEP) is UNMATCHED
+    # An entry recorded under another key (the n-th request yielded alone is `input-n`).
+    moved = Cursor((AnsweredOne("input-1", ASK_NAME.fingerprint, name), *journal))
+    assert modern(moved).replayed(ASK_NAME) is UNMATCHED
     machine = modern(cursor)
-    assert machine.replayed(first) == name and machine.is_replaying
-    # The last entry moves the phase on: `next` takes it.
-    assert machine.replayed(second) is UNMATCHED
-    assert machine.next(second) == Feed(name) and machine.phase is LIVE
-    assert live().replayed(first) is UNMATCHED  # nothing to replay live
+    assert machine.replayed(ASK_NAME) == name and machine.is_replaying
+    # The last entry moves the phase on: `next` takes it, under the next key.
+    assert machine.replayed(ASK_YES) is UNMATCHED
+    assert machine.next(ASK_YES) == Feed(yes) and machine.phase is LIVE
+    assert machine.next(ASK_NAME) == Suspend({"input-2": ASK_NAME})
+    assert live().replayed(ASK_NAME) is UNMATCHED  # nothing to replay live
 
 
 def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> None:

@@ -12,7 +12,7 @@ A [Flow][mrtr_trio._flow.Flow] wraps one invocation of either style and reports 
 next, in one vocabulary of three *needs*:
 
 - [Ask][mrtr_trio._flow.Ask]: answers from the client (no requests: a pause, which gives the
-  client a turn with nothing to ask);
+  client a turn with nothing to ask), or a request yielded on its own;
 - [Step][mrtr_trio.step] or [Poll][mrtr_trio.poll]: a function to run (as the handler
   yielded it);
 - [Done][mrtr_trio.done]: the flow's value.
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ._errors import MrtrError
-from ._journal import SINGLE_KEYS, Pending, PendingPoll, qualified_name, single_key
+from ._journal import Pending, PendingPoll, qualified_name
 from ._util import Memo, check_seconds
 from ._values import REQUEST_TYPES, Answer, Request
 
@@ -211,7 +211,10 @@ class Ask:
 #: The need of a pause.
 PAUSE = Ask({})
 
-Need: TypeAlias = Ask | Step | Poll | Done
+#: A request yielded on its own is its own need: the replay machine names it (`input-N`,
+#: see [single_key][mrtr_trio._journal.single_key]) and makes it an `Ask` of one, `single`,
+#: when it does not simply replay its recorded answer (the commonest need: no `Ask` to build).
+Need: TypeAlias = Ask | Request | Step | Poll | Done
 
 
 _STYLES: Memo[Handler, bool] = Memo()
@@ -271,12 +274,11 @@ def open_flow(
 class GeneratorFlow(Flow):
     """A yield-style handler: an async generator kept suspended between needs."""
 
-    __slots__ = ("_agen", "_paused", "_singles")
+    __slots__ = ("_agen", "_paused")
 
     def __init__(self, handler: Handler, ctx: Context, arguments: Mapping[str, Any]) -> None:
         self.name = qualified_name(handler)
         self._agen = handler(ctx, **arguments)
-        self._singles = 0
         self._paused = False  # a pause's turn gives the handler None
 
     def start(self) -> Coroutine[Any, Any, Need]:
@@ -291,11 +293,8 @@ class GeneratorFlow(Flow):
         self._paused = False
         if kind in _YIELDED_AS_IS:
             return yielded  # type: ignore[no-any-return]
-        if kind in REQUEST_TYPES:
-            singles = self._singles
-            key = SINGLE_KEYS[singles] if singles < len(SINGLE_KEYS) else single_key(singles)
-            self._singles = singles + 1
-            return Ask({key: yielded}, None, True)
+        if kind in _REQUEST_KINDS:
+            return yielded  # type: ignore[no-any-return]  # (the machine gives it its key)
         if kind is Pause:
             self._paused = True
             return PAUSE
@@ -325,6 +324,7 @@ class GeneratorFlow(Flow):
 
 
 _YIELDED_AS_IS = frozenset({Step, Poll, Done})
+_REQUEST_KINDS = frozenset(REQUEST_TYPES)
 
 
 def _log_close_error(name: str, error: BaseException) -> BaseException:

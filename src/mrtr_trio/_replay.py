@@ -71,9 +71,11 @@ from ._journal import (
     qualified_name,
     record_problem,
     recordable,
+    single_key,
     step_fingerprint,
 )
 from ._values import (
+    REQUEST_TYPES,
     Answer,
     ElicitRequest,
     ElicitResult,
@@ -235,6 +237,7 @@ class Rules:
     record: bool = False
 
 
+_REQUEST_KINDS = frozenset(REQUEST_TYPES)
 _NO_CURSOR = Cursor()
 _MISMATCH: Any = object()
 #: What [Replay.replayed][mrtr_trio._replay.Replay.replayed] returns for a need it does not
@@ -265,6 +268,7 @@ class Replay:
         "_replayable",
         "_responses",
         "_running",
+        "_singles",
         "name",
         "phase",
         "rounds",
@@ -290,6 +294,7 @@ class Replay:
         self._responses = responses
         self._replayable = replayable
         self._position = 0
+        self._singles = 0  # requests yielded on their own so far: the next one's key
         # What the flow passes beyond the journal, when it is to be checkpointed.
         # (Without a checkpoint to make, an empty tuple stands in: nothing is appended.)
         self._recorded: list[Entry] = [] if rules.record else cast("list[Entry]", ())
@@ -318,6 +323,10 @@ class Replay:
 
     def next(self, need: Need) -> Action:
         """What to do about *need*, the handler's latest."""
+        if type(need) in _REQUEST_KINDS:  # a request yielded on its own: an ask of one
+            key = single_key(self._singles)
+            self._singles += 1
+            need = Ask({key: need}, None, True)  # type: ignore[dict-item]
         phase = self.phase
         if phase is REPLAYING:
             return self._replay(need)
@@ -332,15 +341,19 @@ class Replay:
         answer when *need* is a request yielded on its own that matches the next entry (its
         fingerprint), which is not the last; otherwise [UNMATCHED][mrtr_trio._replay.UNMATCHED],
         and the driver asks `next`."""
-        if self.phase is REPLAYING and type(need) is Ask and need.single:
+        if self.phase is REPLAYING and type(need) in _REQUEST_KINDS:
             position = self._position + 1
             journal = self._journal
             entry = journal[position - 1]
-            if position < len(journal) and type(entry) is AnsweredOne:
-                request = need.requests.get(entry.key)
-                if request is not None and request.fingerprint == entry.fingerprint:
-                    self._position = position
-                    return entry.answer
+            if (
+                position < len(journal)
+                and type(entry) is AnsweredOne
+                and need.fingerprint == entry.fingerprint  # type: ignore[union-attr]
+                and entry.key == single_key(self._singles)
+            ):
+                self._position = position
+                self._singles += 1
+                return entry.answer
         return UNMATCHED
 
     def ran(self, value: Any) -> Feed:
