@@ -342,7 +342,7 @@ def _schema_and_content(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]
 
 def _agree(schema: dict[str, Any], content: dict[str, Any]) -> None:
     valid = _schema._Validator(schema, format_checker=FORMATS).is_valid(content)
-    compiled = _schema._compiled(schema)
+    compiled = _schema.compile_schema(schema)
     if compiled.checks is not None:  # the fast check decides the common case: it must agree
         assert compiled.passes(content) == valid, (schema, content)
     assert (content_problems(schema, content) == []) == valid, (schema, content)
@@ -367,10 +367,10 @@ def test_schemas_beyond_the_subset_are_validated_as_one() -> None:
         "additionalProperties": False,
         "minProperties": 1,
     }
-    assert _schema._compiled(closed).checks is None
+    assert _schema.compile_schema(closed).checks is None
     assert content_problems(closed, {}) != []
     assert content_problems(closed, {"n": 1}) == []
     patterned = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}
-    assert _schema._compiled(patterned).checks is None  # no fast check for `pattern`
+    assert _schema.compile_schema(patterned).checks is None  # no fast check for `pattern`
     assert content_problems(patterned, {"s": "b"}) != []
     assert content_problems(patterned, {"s": "ab"}) == []

@@ -31,7 +31,15 @@ from jsonschema import Draft202012Validator, ValidationError, validators
 
 from ._formats import FORMATS
 
-__all__ = ["check_schema", "content_problems", "is_int", "is_mapping", "is_number"]
+__all__ = [
+    "Compiled",
+    "check_schema",
+    "compile_schema",
+    "content_problems",
+    "is_int",
+    "is_mapping",
+    "is_number",
+]
 
 _PRIMITIVE_TYPES = frozenset({"string", "number", "integer", "boolean", "array"})
 _STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
@@ -122,24 +130,7 @@ def content_problems(schema: Mapping[str, Any], content: Mapping[str, Any]) -> l
     `anyOf` choices, numeric, length and item-count bounds, formats. Numbers must be finite.
     Fields the schema does not mention are not checked.
     """
-    compiled = _compiled(schema)
-    if compiled.passes(content):
-        return []
-    problems: dict[str, None] = {}  # ordered, without repeats
-    if compiled.whole is not None:  # keywords beyond the subset: the schema as one
-        for error in compiled.whole.iter_errors(content):
-            for problem in _problems(list(error.absolute_path), error):
-                problems[problem] = None
-        return list(problems)
-    for name, value in content.items():
-        validator = compiled.validators.get(name)
-        if validator is not None:
-            for error in validator.iter_errors(value):
-                problems[_problem([name, *error.absolute_path], error)] = None
-    for name in compiled.required:
-        if name not in content:
-            problems[f"{name!r} is required"] = None
-    return list(problems)
+    return compile_schema(schema).problems(content)
 
 
 # Finite numbers only: JSON has no NaN or infinity, and bounds cannot hold them.
@@ -149,7 +140,7 @@ _TYPES = Draft202012Validator.TYPE_CHECKER.redefine(
 _Validator = validators.extend(Draft202012Validator, type_checker=_TYPES)  # type: ignore[no-untyped-call]
 
 
-class _Compiled:
+class Compiled:
     """A schema compiled: its required names, a jsonschema validator per property, and the
     fast checks (none when a property has no fast check). A schema with validation keywords
     of its own beyond `type`, `properties` and `required` (say `additionalProperties`) is
@@ -173,6 +164,26 @@ class _Compiled:
         if None not in checks.values():
             self.checks = checks  # type: ignore[assignment]
 
+    def problems(self, content: Mapping[str, Any]) -> list[str]:
+        """`content_problems` for the schema this was compiled from."""
+        if self.passes(content):
+            return []
+        problems: dict[str, None] = {}  # ordered, without repeats
+        if self.whole is not None:  # keywords beyond the subset: the schema as one
+            for error in self.whole.iter_errors(content):
+                for problem in _problems(list(error.absolute_path), error):
+                    problems[problem] = None
+            return list(problems)
+        for name, value in content.items():
+            validator = self.validators.get(name)
+            if validator is not None:
+                for error in validator.iter_errors(value):
+                    problems[_problem([name, *error.absolute_path], error)] = None
+        for name in self.required:
+            if name not in content:
+                problems[f"{name!r} is required"] = None
+        return list(problems)
+
     def passes(self, content: Mapping[str, Any]) -> bool:
         """True when the fast checks show *content* valid; False when they cannot tell."""
         checks = self.checks
@@ -191,18 +202,18 @@ class _Compiled:
 #: Compiled schemas by the `id` of the schema they were compiled for, each with a copy of that
 #: schema: a hit must still equal it, so a schema mutated in place, or a new one that reuses a
 #: freed object's id, is compiled afresh. Bounded; the oldest entry goes first.
-_COMPILED: dict[int, tuple[Any, _Compiled]] = {}
+_COMPILED: dict[int, tuple[Any, Compiled]] = {}
 _MAX_COMPILED = 256
 
 
-def _compiled(schema: Mapping[str, Any]) -> _Compiled:
+def compile_schema(schema: Mapping[str, Any]) -> Compiled:
     """*schema* compiled (once per schema; a hit costs a dict lookup and an equality test of
     two small dicts, about half a microsecond)."""
     hit = _COMPILED.get(id(schema))
     if hit is not None and hit[0] == schema:
         return hit[1]
     frozen = json.loads(json.dumps(schema, default=repr))  # a copy the caller cannot mutate
-    compiled = _Compiled(frozen)
+    compiled = Compiled(frozen)
     if len(_COMPILED) >= _MAX_COMPILED:
         del _COMPILED[next(iter(_COMPILED))]
     _COMPILED[id(schema)] = (frozen, compiled)

@@ -26,7 +26,7 @@ import blake3
 
 from ._content import SAMPLING_ANSWER, SAMPLING_MESSAGE, check_content
 from ._errors import InvalidInputResponse
-from ._schema import check_schema, content_problems, is_int, is_mapping, is_number
+from ._schema import Compiled, check_schema, compile_schema, is_int, is_mapping, is_number
 from ._util import Memo, slot_setter
 from ._util import short_repr as _describe
 
@@ -111,6 +111,11 @@ def _request_fingerprint(request: Request) -> bytes:
     return fingerprint_of(request.method, canonical_wire(request).encode())
 
 
+def _compile_form(request: ElicitRequest) -> Compiled:
+    assert request.schema is not None
+    return compile_schema(request.schema)
+
+
 # ---------------------------------------------------------------------------------- requests
 
 
@@ -122,6 +127,10 @@ class ElicitRequest:
 
     #: A short digest of the wire form (computed once): what a journal entry answers.
     fingerprint = functools.cached_property(_request_fingerprint)
+
+    #: The requested schema compiled (once, like the fingerprint): what answers are checked
+    #: with, without looking the schema up again per answer.
+    _form = functools.cached_property(_compile_form)
 
     message: str
     schema: Mapping[str, Any] | None = None
@@ -550,6 +559,7 @@ def trusted_elicit_result(action: str, content: Mapping[str, Any] | None) -> Eli
 
 _new = object.__new__
 _set = object.__setattr__
+_NOTHING: Mapping[str, Any] = {}
 # The slots' own setters: a third cheaper than `object.__setattr__` by name (no attribute
 # lookup), for the answer a replay builds per recorded elicitation.
 _set_action = slot_setter(ElicitResult, "action")
@@ -600,16 +610,22 @@ def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResu
         raise InvalidInputResponse(
             f"a form-mode accept needs an object content, got {_describe(content)}"
         )
-    for name, value in content.items():
-        if not isinstance(name, str) or not _is_content_value(value):
+    # Properties the requested schema did not ask for never reach the handler or the token.
+    asked = request.schema.get("properties", _NOTHING) if request.schema is not None else _NOTHING
+    kept = {}
+    for name, value in content.items():  # one loop: checks each value, keeps what was asked
+        kind = type(value)
+        if not (kind is str or kind is int or kind is bool or _is_content_value(value)) or not (
+            type(name) is str or isinstance(name, str)
+        ):
             raise InvalidInputResponse(
                 f"elicitation content {name!r} must be a string, number, boolean or list of "
                 f"strings, got {_describe(value)}"
             )
-    # Properties the requested schema did not ask for never reach the handler or the token.
-    asked = request.schema.get("properties", {}) if request.schema is not None else {}
+        if name in asked:
+            kept[name] = value
     # Checked above: the action is one of ACTIONS and the content a dict.
-    return trusted_elicit_result("accept", {k: v for k, v in content.items() if k in asked})
+    return trusted_elicit_result("accept", kept)
 
 
 def _parse_sampling(json: Mapping[str, Any]) -> CreateMessageResult:
@@ -653,12 +669,12 @@ def content_problems_for(request: Request, answer: Answer) -> list[str]:
     """Why *answer* does not satisfy what *request* asked (an accepted form that fails the
     requested schema); empty when it does."""
     if (
-        isinstance(request, ElicitRequest)
-        and request.schema is not None
-        and isinstance(answer, ElicitResult)
+        isinstance(answer, ElicitResult)
         and answer.content is not None
+        and isinstance(request, ElicitRequest)
+        and request.schema is not None
     ):
-        return content_problems(request.schema, answer.content)
+        return request._form.problems(answer.content)
     return []
 
 
