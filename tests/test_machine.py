@@ -376,7 +376,7 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
     assert run.returncode == 0, run.stderr
 
 
-def test_replayed_gives_a_matching_single_answer_but_never_the_last_entry() -> None:
+def test_replayed_gives_a_matching_single_answer_and_moves_on_after_the_last() -> None:
     name, yes = ElicitResult("accept", {"name": "Ada"}), ElicitResult("accept", {"ok": True})
     journal = (
         AnsweredOne("input-0", ASK_NAME.fingerprint, name),
@@ -391,11 +391,15 @@ def test_replayed_gives_a_matching_single_answer_but_never_the_last_entry() -> N
     moved = Cursor((AnsweredOne("input-1", ASK_NAME.fingerprint, name), *journal))
     assert modern(moved).replayed(ASK_NAME) is UNMATCHED
     machine = modern(cursor)
-    assert machine.replayed(ASK_NAME) == name and machine.is_replaying
-    # The last entry moves the phase on: `next` takes it, under the next key.
-    assert machine.replayed(ASK_YES) is UNMATCHED
-    assert machine.next(ASK_YES) == Feed(yes) and machine.phase is LIVE
-    assert machine.next(ASK_NAME) == Suspend({"input-2": ASK_NAME})
+    assert machine.replayed(ASK_NAME) == name and machine.phase is REPLAYING
+    # The last entry moves the phase on (nothing is pending here: live).
+    assert machine.replayed(ASK_YES) == yes and machine.phase is LIVE
+    assert machine.replayed(ASK_NAME) is UNMATCHED
+    assert machine.next(ASK_NAME) == Suspend({"input-2": ASK_NAME})  # under the next key
+    pending = Cursor(journal, Pending({"input-2": ASK_NAME.fingerprint}), flow_id=b"flow-id!")
+    machine = modern(pending)
+    assert machine.replayed(ASK_NAME) == name and machine.replayed(ASK_YES) == yes
+    assert machine.phase is PENDING and machine.is_replaying
     assert live().replayed(ASK_NAME) is UNMATCHED  # nothing to replay live
 
 

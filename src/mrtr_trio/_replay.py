@@ -339,20 +339,18 @@ class Replay:
     def replayed(self, need: Need) -> Any:
         """`next`'s commonest case, with no action to build: while replaying, the recorded
         answer when *need* is a request yielded on its own that matches the next entry (its
-        fingerprint), which is not the last; otherwise [UNMATCHED][mrtr_trio._replay.UNMATCHED],
-        and the driver asks `next`."""
+        fingerprint and key); otherwise [UNMATCHED][mrtr_trio._replay.UNMATCHED], and the
+        driver asks `next`."""
         if self.phase is REPLAYING and type(need) in _REQUEST_KINDS:
-            position = self._position + 1
-            journal = self._journal
-            entry = journal[position - 1]
+            position = self._position
+            entry = self._journal[position]
             if (
-                position < len(journal)
-                and type(entry) is AnsweredOne
+                type(entry) is AnsweredOne
                 and need.fingerprint == entry.fingerprint  # type: ignore[union-attr]
                 and entry.key == single_key(self._singles)
             ):
-                self._position = position
                 self._singles += 1
+                self._advance(position)
                 return entry.answer
         return UNMATCHED
 
@@ -477,14 +475,18 @@ class Replay:
         value = _recorded_value(entry, need)
         if value is _MISMATCH:
             return self._diverge(_describe_entry(entry), need)
+        self._advance(position)
+        return Feed(value)
+
+    def _advance(self, position: int) -> None:
+        """The entry at *position* matched: move past it (out of the journal after the last)."""
         self._position = position = position + 1
-        if position < len(journal):  # "need matches the next entry": phase unchanged
-            return Feed(value)
+        if position < len(self._journal):  # "need matches the next entry": phase unchanged
+            return
         if self._pending is not None:
             self._go("journal spent, a point is pending")
         else:
             self._go("journal spent, nothing pending")
-        return Feed(value)
 
     def _at_pending(self, need: Need) -> Action:
         pending = self._pending
