@@ -285,16 +285,15 @@ class GeneratorFlow(Flow):
         return self.resume(None)  # (not a coroutine of its own: one frame fewer to make)
 
     async def resume(self, value: Any) -> Need:
+        if self._paused:
+            self._paused, value = False, None
         try:
-            yielded = await self._agen.asend(None if self._paused else value)
+            yielded = await self._agen.asend(value)
         except StopAsyncIteration:
             return Done(None)
         kind = type(yielded)
-        self._paused = False
-        if kind in _YIELDED_AS_IS:
+        if kind in _YIELDED_AS_IS:  # a request (the machine gives it its key), a step, a poll, done
             return yielded  # type: ignore[no-any-return]
-        if kind in _REQUEST_KINDS:
-            return yielded  # type: ignore[no-any-return]  # (the machine gives it its key)
         if kind is Pause:
             self._paused = True
             return PAUSE
@@ -323,8 +322,7 @@ class GeneratorFlow(Flow):
         return None
 
 
-_YIELDED_AS_IS = frozenset({Step, Poll, Done})
-_REQUEST_KINDS = frozenset(REQUEST_TYPES)
+_YIELDED_AS_IS = frozenset({*REQUEST_TYPES, Step, Poll, Done})
 
 
 def _log_close_error(name: str, error: BaseException) -> BaseException:
