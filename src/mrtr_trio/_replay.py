@@ -10,8 +10,10 @@ Two rules govern this file (after h11's `_state.py`):
    no I/O.
 
 Theory of operation. A driver runs the handler; each time the handler needs something (a *need*
-from `_flow`: an [Ask][mrtr_trio._flow.Ask], a `step`, a `poll`, or `done`) the driver
-hands it to [Replay.next][mrtr_trio._replay.Replay.next], which answers with an *action*:
+from `_flow`: an [Ask][mrtr_trio._flow.Ask] or a request yielded on its own, a `step`, a
+`poll`, or `done`) the driver hands it to [Replay.next][mrtr_trio._replay.Replay.next], which
+answers with an *action* (a recorded answer to a request yielded on its own, the commonest need
+of a replay, comes from [Replay.replayed][mrtr_trio._replay.Replay.replayed] with no action):
 
 - [Feed][mrtr_trio._replay.Feed]: send this value into the handler (a recorded answer or step
   value while replaying; the answers once they are all valid);
