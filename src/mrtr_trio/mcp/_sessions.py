@@ -122,8 +122,8 @@ class SessionGuard:
         asked = False
         for line in chunk.splitlines():
             if line.startswith(b"data:"):
-                try:
-                    message = json.loads(line[5:])
+                try:  # the SDK's own output: pydantic_core reads it without Python frames
+                    message = pydantic_core.from_json(line[5:])
                 except ValueError:
                     continue
                 if not isinstance(message, dict):
@@ -165,15 +165,14 @@ def _legacy_session(scope: Scope) -> str | None:
     """The session id of a legacy HTTP request, else `None`."""
     if scope["type"] != "http":
         return None
-    session = version = None
-    for name, value in scope["headers"]:
-        if name == b"mcp-session-id":
-            session = value.decode("latin-1")
-        elif name == b"mcp-protocol-version":
-            version = value.decode("latin-1")
-    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+    headers: dict[bytes, bytes] = dict(scope["headers"])  # the last repeated header wins
+    session = headers.get(b"mcp-session-id")
+    if session is None:
         return None
-    return session
+    version = headers.get(b"mcp-protocol-version")
+    if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return None
+    return session.decode("latin-1")
 
 
 async def _read_ahead(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
