@@ -3,6 +3,7 @@ validators compiled once per schema."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 from mrtr_trio import _schema
 from mrtr_trio._formats import FORMATS, is_date_time, is_email, is_uri
 from mrtr_trio._schema import content_problems
+from mrtr_trio._util import Memo, forget_memos
 from mrtr_trio.testing import strategies
 
 CHOICES = ["a", "b"]
@@ -160,7 +162,8 @@ def test_validators_are_compiled_once_per_schema(monkeypatch: pytest.MonkeyPatch
         return real(schema, **options)
 
     monkeypatch.setattr(_schema, "_Validator", counting)
-    monkeypatch.setattr(_schema, "_COMPILED", {})
+    monkeypatch.setattr(_schema, "_COMPILED", Memo(256))
+    monkeypatch.setattr(_schema, "_BY_TEXT", Memo(256))
     form = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 3}}}
     for _ in range(3):
         assert content_problems(form, {"n": 1}) == []
@@ -169,23 +172,35 @@ def test_validators_are_compiled_once_per_schema(monkeypatch: pytest.MonkeyPatch
     form["properties"]["n"]["maximum"] = 0
     assert content_problems(form, {"n": 1}) == ["'n' must be at most 0, got 1"]
     assert len(compiled) == 2
-    # An equal schema in another object is compiled for that object, once.
+    # An equal schema in another object (each flow's request carries its own copy) shares the
+    # compilation: a burst of flows asking the same question compiles it once.
+    copies = [json.loads(json.dumps(form)) for _ in range(50)]
+    for copy in copies:
+        assert content_problems(copy, {"n": 1}) == ["'n' must be at most 0, got 1"]
+    assert len(compiled) == 2
+    # Written in another order it is another text: compiled for that object, once.
     twin = {"properties": {"n": {"maximum": 0, "type": "integer"}}, "type": "object"}
     content_problems(twin, {"n": 1})
     content_problems(twin, {"n": 1})
     assert len(compiled) == 3
+    # Forgotten (what an idle server does after a burst): compiled again on demand.
+    forget_memos()
+    assert len(_schema._COMPILED) == len(_schema._BY_TEXT) == 0
+    assert content_problems(form, {"n": 1}) == ["'n' must be at most 0, got 1"]
+    assert len(compiled) == 4
 
 
 def test_the_cache_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_schema, "_COMPILED", {})
+    monkeypatch.setattr(_schema, "_COMPILED", Memo(256))
+    monkeypatch.setattr(_schema, "_BY_TEXT", Memo(256))
     forms = [
         {"type": "object", "properties": {"n": {"type": "integer", "maximum": i}}}
-        for i in range(_schema._MAX_COMPILED + 10)
+        for i in range(256 + 10)
     ]
     for form in forms:
         content_problems(form, {"n": 1})
-    assert len(_schema._COMPILED) == _schema._MAX_COMPILED
-    assert id(forms[0]) not in _schema._COMPILED and id(forms[-1]) in _schema._COMPILED
+    assert len(_schema._COMPILED) <= 256 and len(_schema._BY_TEXT) <= 256
+    assert _schema._COMPILED.get(id(forms[-1])) is not None
 
 
 # (value, valid) per format: RFC 3339 full-date and date-time, RFC 5321 mailbox, RFC 3986 URI

@@ -30,6 +30,7 @@ from typing import Any, TypeGuard
 from jsonschema import Draft202012Validator, ValidationError, validators
 
 from ._formats import FORMATS
+from ._util import Memo
 
 __all__ = [
     "Compiled",
@@ -201,9 +202,10 @@ class Compiled:
 
 #: Compiled schemas by the `id` of the schema they were compiled for, each with a copy of that
 #: schema: a hit must still equal it, so a schema mutated in place, or a new one that reuses a
-#: freed object's id, is compiled afresh. Bounded; the oldest entry goes first.
-_COMPILED: dict[int, tuple[Any, Compiled]] = {}
-_MAX_COMPILED = 256
+#: freed object's id, is looked up afresh. Behind it, the same by the schema's JSON text, so
+#: equal schemas (every flow's request carries its own copy) share one compilation.
+_COMPILED: Memo[int, tuple[Any, Compiled]] = Memo(256)
+_BY_TEXT: Memo[str, tuple[Any, Compiled]] = Memo(256)
 
 
 def compile_schema(schema: Mapping[str, Any]) -> Compiled:
@@ -212,12 +214,13 @@ def compile_schema(schema: Mapping[str, Any]) -> Compiled:
     hit = _COMPILED.get(id(schema))
     if hit is not None and hit[0] == schema:
         return hit[1]
-    frozen = json.loads(json.dumps(schema, default=repr))  # a copy the caller cannot mutate
-    compiled = Compiled(frozen)
-    if len(_COMPILED) >= _MAX_COMPILED:
-        del _COMPILED[next(iter(_COMPILED))]
-    _COMPILED[id(schema)] = (frozen, compiled)
-    return compiled
+    text = json.dumps(schema, default=repr)
+    known = _BY_TEXT.get(text)
+    if known is None:
+        frozen = json.loads(text)  # a copy the caller cannot mutate
+        known = _BY_TEXT.put(text, (frozen, Compiled(frozen)))
+    _COMPILED.put(id(schema), known)
+    return known[1]
 
 
 # ------------------------------------------------------------------------- fast checks

@@ -1,9 +1,10 @@
 """Small helpers for the whole package: public names that report their public module, bounded
-memos (by key, and by an object's identity), the checks of numeric knobs, and short reprs for
-error messages."""
+memos (by key, and by an object's identity) that can all be forgotten at once, the checks of
+numeric knobs, and short reprs for error messages."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, TypeVar
 
@@ -13,6 +14,7 @@ __all__ = [
     "check_count",
     "check_seconds",
     "fixup_module_metadata",
+    "forget_memos",
     "short_repr",
     "slot_setter",
 ]
@@ -34,15 +36,20 @@ def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
 
 class Memo(Generic[K, V]):
     """A cache of values cheap enough to compute again: it forgets everything when it holds
-    *limit* of them, and an unhashable key is simply never cached."""
+    *limit* of them, or when [forget_memos][mrtr_trio._util.forget_memos] is called, and an
+    unhashable key is simply never cached."""
 
-    __slots__ = ("_limit", "_values", "lookup")
+    __slots__ = ("__weakref__", "_limit", "_values", "lookup")
 
     def __init__(self, limit: int = 1024) -> None:
         self._limit = limit
         self._values: dict[K, V] = {}
         #: `get` without its guard, for keys known to be hashable (one call less).
         self.lookup: Callable[[K], V | None] = self._values.get
+        _MEMOS.add(self)
+
+    def __len__(self) -> int:
+        return len(self._values)
 
     def get(self, key: K) -> V | None:
         """The value remembered under *key*, or `None`."""
@@ -61,27 +68,77 @@ class Memo(Generic[K, V]):
             pass
         return value
 
+    def clear(self) -> None:
+        """Forget everything (the table a burst grew is given back too)."""
+        self._values.clear()  # the same dict: `lookup` is bound to it
+
 
 class IdentityMemo(Generic[T, V]):
     """A `Memo` keyed by an object's identity (for objects that are not
     hashable, or whose equality costs more than the value), optionally with a hashable
-    *qualifier*. Each entry holds its object, so the object's `id` cannot be reused while it is
+    *qualifier*.
+
+    An entry holds its object weakly when the object allows it, and goes when the object does
+    (a legacy session's declared capabilities are forgotten with the session, not kept until
+    the memo fills); otherwise strongly, so the object's `id` cannot be reused while it is
     remembered."""
 
     __slots__ = ("_memo",)
 
     def __init__(self, limit: int = 1024) -> None:
-        self._memo: Memo[tuple[int, Hashable], tuple[T, V]] = Memo(limit)
+        self._memo: Memo[tuple[int, Hashable], tuple[Any, V]] = Memo(limit)
 
     def get(self, obj: T, qualifier: Hashable = None) -> V | None:
         """The value remembered for *obj* (and *qualifier*), or `None`."""
         known = self._memo.get((id(obj), qualifier))
-        return known[1] if known is not None and known[0] is obj else None
+        if known is None:
+            return None
+        held = known[0]
+        return known[1] if (held() if type(held) is _Held else held[0]) is obj else None
 
     def put(self, obj: T, value: V, qualifier: Hashable = None) -> V:
         """Remember *value* for *obj* (and *qualifier*); return *value*."""
-        self._memo.put((id(obj), qualifier), (obj, value))
+        key = (id(obj), qualifier)
+        held: Any
+        try:
+            held = _Held(obj, self._forget)
+        except TypeError:  # no weak references to it: hold it
+            held = (obj,)
+        else:
+            held.key = key
+        self._memo.put(key, (held, value))
         return value
+
+    def _forget(self, held: _Held) -> None:
+        """*held*'s object died: forget its entry, unless another has taken its place."""
+        values = self._memo._values
+        known = values.get(held.key)
+        if known is not None and known[0] is held:
+            del values[held.key]
+
+
+class _Held(weakref.ref):  # type: ignore[type-arg]
+    """A weak reference that knows its entry's key."""
+
+    __slots__ = ("key",)
+    key: tuple[int, Hashable]
+
+
+#: Every memo alive, for `forget_memos`.
+_MEMOS: weakref.WeakSet[Memo[Any, Any]] = weakref.WeakSet()
+
+
+def forget_memos() -> None:
+    """Empty every [Memo][mrtr_trio._util.Memo] (and so every
+    [IdentityMemo][mrtr_trio._util.IdentityMemo]) in the process.
+
+    What a burst of distinct flows remembers (a request per question, a client's declared
+    capabilities per session, a compiled schema per request) is useless once they are done,
+    and, scattered through the memory the burst used, it keeps the allocator from giving that
+    memory back. A server calls this when it has been quiet for a while
+    ([IdleSweep][mrtr_trio.mcp._idle.IdleSweep]); the memos fill again on demand."""
+    for memo in list(_MEMOS):
+        memo.clear()
 
 
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:

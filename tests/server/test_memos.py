@@ -3,6 +3,8 @@ a modern request's (declared afresh each time) are not remembered at all."""
 
 from __future__ import annotations
 
+import gc
+import weakref
 from types import SimpleNamespace
 from typing import Any
 
@@ -10,7 +12,7 @@ import mcp_types as types
 import pytest
 
 from mrtr_trio import elicit
-from mrtr_trio._util import IdentityMemo
+from mrtr_trio._util import IdentityMemo, Memo, forget_memos
 from mrtr_trio.mcp import _host
 from mrtr_trio.mcp._wire import sdk_request
 
@@ -43,6 +45,36 @@ def test_a_modern_requests_capabilities_are_not_remembered(
     dumped = _host.client_capabilities(_ctx("2026-07-28", declared))
     assert dumped == {"elicitation": {}}
     assert fresh_memo._memo._values == {}  # nothing stored
+
+
+def test_a_legacy_sessions_capabilities_go_with_the_session(
+    fresh_memo: IdentityMemo[Any, Any],
+) -> None:
+    declared = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    _host.client_capabilities(_ctx("2025-11-25", declared))
+    assert len(fresh_memo._memo) == 1
+    held = weakref.ref(declared)
+    del declared  # the session ended
+    gc.collect()
+    assert held() is None and len(fresh_memo._memo) == 0
+
+
+def test_an_identity_memo_holds_what_it_cannot_reference_weakly() -> None:
+    memo: IdentityMemo[list[int], str] = IdentityMemo()
+    memo.put([1], "a")  # a list takes no weak reference: held, so its id is not reused
+    (held, value), *_ = memo._memo._values.values()
+    assert held == ([1],) and value == "a"
+
+
+def test_forgetting_memos_empties_every_one() -> None:
+    memos = [Memo[str, int](), Memo[str, int]()]
+    identity: IdentityMemo[Any, int] = IdentityMemo()
+    for memo in memos:
+        memo.put("k", 1)
+    declared = types.ClientCapabilities()
+    identity.put(declared, 1)
+    forget_memos()
+    assert [len(m) for m in memos] == [0, 0] and identity.get(declared) is None
 
 
 def test_no_declaration_is_an_empty_mapping() -> None:
