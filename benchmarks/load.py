@@ -13,9 +13,8 @@ its own connections), all started at once:
 
 For each N and era it reports flows completed, errors (by kind), p50 and p99 latency of a whole
 flow, and the server's RSS before, during (the peak) and after (once the flows are done and the
-server is idle: past its keep-alive timeout, and past the sweep it makes within two quiet
-intervals, ``mrtr_trio.mcp._idle``). "Before" is taken after a warm-up of a few flows, so imports
-and caches are in it. ``--write`` puts the table into docs/reliability.md.
+server is idle). "Before" is taken after a warm-up of a few flows, so imports and caches are in
+it. ``--write`` puts the table into docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ import trio
 
 from mrtr_trio import Context, Runtime, done, elicit
 from mrtr_trio.mcp import App
-from mrtr_trio.mcp._idle import QUIET
 from mrtr_trio.mcp._transports import KEEP_ALIVE_TIMEOUT
 
 __all__ = ["app", "main"]
@@ -344,9 +342,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--settle",
         type=float,
-        default=max(KEEP_ALIVE_TIMEOUT, 2 * QUIET) + 5,
+        default=KEEP_ALIVE_TIMEOUT + 5,
         help="idle seconds before 'after' (default: past the keep-alive timeout, when "
-        "connections the clients closed are gone too, and past the server's idle sweep)",
+        "connections the clients closed are gone too)",
     )
     parser.add_argument("--write", action="store_true", help="update docs/reliability.md")
     args = parser.parse_args(argv)
