@@ -25,7 +25,6 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
-from ._idle import IdleSweep
 from ._sdk import quiet_known_sdk_races
 from ._sessions import SessionGuard
 from ._wirewatch import AnswerWatch
@@ -265,9 +264,7 @@ def asgi_app(
     Legacy sessions close after *session_idle_timeout* seconds without a request in flight
     (`None`: never) and at most *max_sessions* are open at once (`None`: no cap); a client
     that drops its connection mid-call has the call cancelled at once
-    ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]). Once no request has started for a
-    few seconds after a burst, the app gives back what the burst left in memory
-    ([IdleSweep][mrtr_trio.mcp._idle.IdleSweep]).
+    ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]).
     """
     quiet_known_sdk_races()
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
@@ -287,7 +284,7 @@ def asgi_app(
         session_idle_timeout=session_idle_timeout,
         max_sessions=max_sessions,
     )
-    return SessionGuard(IdleSweep(app), max_body_size=max_body_size)
+    return SessionGuard(app, max_body_size=max_body_size)
 
 
 async def serve_http(
