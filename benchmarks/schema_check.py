@@ -41,6 +41,7 @@ def per_call_us(call: Callable[[], object], number: int = 20_000) -> float:
 
 def _compile_afresh() -> object:
     _schema._COMPILED.clear()
+    _schema._BY_TEXT.clear()
     return _schema.compile_schema(SCHEMA)
 
 

@@ -1,6 +1,6 @@
 """Small helpers for the whole package: public names that report their public module, bounded
-memos (by key, and by an object's identity) that can all be forgotten at once, the checks of
-numeric knobs, and short reprs for error messages."""
+memos (by key, and by an object's identity), the checks of numeric knobs, and short reprs for
+error messages."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ __all__ = [
     "check_count",
     "check_seconds",
     "fixup_module_metadata",
-    "forget_memos",
     "short_repr",
     "slot_setter",
 ]
@@ -36,17 +35,15 @@ def slot_setter(cls: type, name: str) -> Callable[[Any, Any], None]:
 
 class Memo(Generic[K, V]):
     """A cache of values cheap enough to compute again: it forgets everything when it holds
-    *limit* of them, or when [forget_memos][mrtr_trio._util.forget_memos] is called, and an
-    unhashable key is simply never cached."""
+    *limit* of them, and an unhashable key is simply never cached."""
 
-    __slots__ = ("__weakref__", "_limit", "_values", "lookup")
+    __slots__ = ("_limit", "_values", "lookup")
 
     def __init__(self, limit: int = 1024) -> None:
         self._limit = limit
         self._values: dict[K, V] = {}
         #: `get` without its guard, for keys known to be hashable (one call less).
         self.lookup: Callable[[K], V | None] = self._values.get
-        _MEMOS.add(self)
 
     def __len__(self) -> int:
         return len(self._values)
@@ -58,6 +55,10 @@ class Memo(Generic[K, V]):
         except TypeError:  # unhashable
             return None
 
+    def clear(self) -> None:
+        """Forget everything."""
+        self._values.clear()  # the same dict: `lookup` is bound to it
+
     def put(self, key: K, value: V) -> V:
         """Remember *value* under *key* (if it is hashable); return *value*."""
         try:
@@ -67,10 +68,6 @@ class Memo(Generic[K, V]):
         except TypeError:
             pass
         return value
-
-    def clear(self) -> None:
-        """Forget everything (the table a burst grew is given back too)."""
-        self._values.clear()  # the same dict: `lookup` is bound to it
 
 
 class IdentityMemo(Generic[T, V]):
@@ -122,23 +119,6 @@ class _Held(weakref.ref):  # type: ignore[type-arg]
 
     __slots__ = ("key",)
     key: tuple[int, Hashable]
-
-
-#: Every memo alive, for `forget_memos`.
-_MEMOS: weakref.WeakSet[Memo[Any, Any]] = weakref.WeakSet()
-
-
-def forget_memos() -> None:
-    """Empty every [Memo][mrtr_trio._util.Memo] (and so every
-    [IdentityMemo][mrtr_trio._util.IdentityMemo]) in the process.
-
-    What a burst of distinct flows remembers (a request per question, a client's declared
-    capabilities per session, a compiled schema per request) is useless once they are done,
-    and, scattered through the memory the burst used, it keeps the allocator from giving that
-    memory back. A server calls this when it has been quiet for a while
-    ([IdleSweep][mrtr_trio.mcp._idle.IdleSweep]); the memos fill again on demand."""
-    for memo in list(_MEMOS):
-        memo.clear()
 
 
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:

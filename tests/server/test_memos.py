@@ -12,7 +12,7 @@ import mcp_types as types
 import pytest
 
 from mrtr_trio import elicit
-from mrtr_trio._util import IdentityMemo, Memo, forget_memos
+from mrtr_trio._util import IdentityMemo
 from mrtr_trio.mcp import _host
 from mrtr_trio.mcp._wire import sdk_request
 
@@ -64,17 +64,6 @@ def test_an_identity_memo_holds_what_it_cannot_reference_weakly() -> None:
     memo.put([1], "a")  # a list takes no weak reference: held, so its id is not reused
     (held, value), *_ = memo._memo._values.values()
     assert held == ([1],) and value == "a"
-
-
-def test_forgetting_memos_empties_every_one() -> None:
-    memos = [Memo[str, int](), Memo[str, int]()]
-    identity: IdentityMemo[Any, int] = IdentityMemo()
-    for memo in memos:
-        memo.put("k", 1)
-    declared = types.ClientCapabilities()
-    identity.put(declared, 1)
-    forget_memos()
-    assert [len(m) for m in memos] == [0, 0] and identity.get(declared) is None
 
 
 def test_no_declaration_is_an_empty_mapping() -> None:
