@@ -590,7 +590,7 @@ def parse_answer(request: Request, json: object) -> Answer:
             raise InvalidInputResponse(
                 f"expected an object answering {request.method}, got {_describe(json)}"
             )
-    if type(request) is ElicitRequest or isinstance(request, ElicitRequest):
+    if isinstance(request, ElicitRequest):
         return _parse_elicit(request, json)
     if isinstance(request, CreateMessageRequest):
         return _parse_sampling(json)
@@ -614,10 +614,7 @@ def _parse_elicit(request: ElicitRequest, json: Mapping[str, Any]) -> ElicitResu
     asked = request.schema.get("properties", _NOTHING) if request.schema is not None else _NOTHING
     kept = {}
     for name, value in content.items():  # one loop: checks each value, keeps what was asked
-        kind = type(value)
-        if not (kind is str or kind is int or kind is bool or _is_content_value(value)) or not (
-            type(name) is str or isinstance(name, str)
-        ):
+        if not (isinstance(name, str) and _is_content_value(value)):
             raise InvalidInputResponse(
                 f"elicitation content {name!r} must be a string, number, boolean or list of "
                 f"strings, got {_describe(value)}"
