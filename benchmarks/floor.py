@@ -50,16 +50,22 @@ _BODY = cbor2.dumps(
         b"flow-id!",
     ]
 )
-_TOKEN = binascii.b2a_base64(b"\2abcdxy" + _BODY + b"t" * 16, newline=False).decode()
-_URLSAFE = str.maketrans("+/", "-_")
+_TOKEN = (
+    binascii.b2a_base64(b"\2abcdxy" + _BODY + b"t" * 16, newline=False)
+    .translate(bytes.maketrans(b"+/", b"-_"), b"=")
+    .decode()
+)
+_FROM_URLSAFE = bytes.maketrans(b"-_", b"+/")
+_PADDING = (b"", b"", b"==", b"=")
 
 
 async def _round() -> None:
     binding = blake3.blake3(
         cbor2.dumps(["plan_trip", {"traveller": "Ada"}, b""], canonical=True)
     ).digest()
-    token = _TOKEN.translate(_URLSAFE).rstrip("=")
-    raw = binascii.a2b_base64(token.translate(str.maketrans("-_", "+/")) + "=" * (-len(token) % 4))
+    raw = binascii.a2b_base64(
+        _TOKEN.encode().translate(_FROM_URLSAFE) + _PADDING[len(_TOKEN) % 4], strict_mode=True
+    )
     blake3.blake3(binding + raw[:-16], key=_KEY).digest(16)
     body = cbor2.loads(raw[7:-16])
     answers = [trusted_elicit_result("accept", entry[2]) for entry in cbor2.loads(body[3])]
