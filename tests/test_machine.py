@@ -46,6 +46,7 @@ from mrtr_trio._replay import (
     UNMATCHED,
     Feed,
     Finish,
+    OneRequest,
     Replay,
     Rules,
     RunPoll,
@@ -213,6 +214,78 @@ def test_answers_out_of_turn_are_a_bug_the_machine_names() -> None:
     machine = live()
     with pytest.raises(MrtrError, match="got answers in phase LIVE"):
         machine.answered({})
+
+
+def test_a_live_request_of_its_own_is_asked_and_answered_with_no_mapping_built() -> None:
+    # The commonest live round: a request yielded alone is held as its key and itself.
+    machine = live()
+    action = machine.next(ASK_NAME)
+    assert action == Suspend({"input-0": ASK_NAME})
+    one = action.requests
+    assert type(one) is OneRequest and (one.key, one.request) == ("input-0", ASK_NAME)
+    assert machine.phase is SUSPENDED and machine.rounds == 1
+    assert machine.answered_one(ADA) == Feed(ElicitResult("accept", {"name": "Ada"}))
+    assert machine.phase is LIVE
+    # The next one gets the next key; the mapping answers `answered` as a dict would.
+    assert machine.next(ASK_YES) == Suspend({"input-1": ASK_YES})
+    assert machine.answered({"other": OK}) == Suspend({"input-1": ASK_YES})  # unanswered
+    assert machine.rounds == 3
+    assert machine.answered({"input-1": OK}) == Feed(ElicitResult("accept", {"ok": True}))
+
+
+def test_one_request_is_a_mapping_of_one() -> None:
+    one = OneRequest("k", ASK_NAME)
+    assert one == {"k": ASK_NAME} and {"k": ASK_NAME} == one and one != {"k": ASK_YES}  # noqa: SIM300
+    assert len(one) == 1 and list(one) == ["k"] and dict(one) == {"k": ASK_NAME}
+    assert "k" in one and "j" not in one and one.get("j") is None
+    with pytest.raises(KeyError):
+        one["j"]
+    assert repr(one) == repr({"k": ASK_NAME})
+
+
+def test_a_live_request_of_its_own_is_asked_again_saying_why_within_the_round_limit() -> None:
+    machine = Replay("flow", Rules(2, free_pauses=True))
+    machine.next(ASK_YES)
+    again = machine.answered_one({"action": "accept", "content": {"ok": "yes"}})
+    assert isinstance(again, Suspend) and type(again.requests) is OneRequest
+    assert "'ok' must be a boolean" in again.problems["input-0"]
+    asked = again.requests["input-0"]
+    assert asked.message.startswith("Sure?\n\n(The previous answer was not accepted: ")
+    assert asked.schema == YES and machine.rounds == 2
+    # What is checked is the request as the handler yielded it, not the explained copy.
+    with pytest.raises(RoundLimitExceeded, match=r"after 2 rounds.*'input-0'.*must be a boolean"):
+        machine.answered_one({"action": "accept", "content": {"ok": 3}})
+    assert machine.phase is ERROR
+
+
+def test_a_live_request_of_its_own_checks_capabilities_and_malformed_answers() -> None:
+    machine = Replay("flow", Rules(8, client_capabilities={"elicitation": {}}))
+    with pytest.raises(MissingCapability) as caught:
+        machine.next(list_roots())
+    assert caught.value.required_capabilities == {"roots": {}}
+    assert machine.rounds == 0 and machine.phase is ERROR
+    machine = live()
+    machine.next(ASK_NAME)
+    with pytest.raises(InvalidInputResponse, match="'input-0' is malformed"):
+        machine.answered_one({"action": "maybe"})
+    assert machine.phase is ERROR
+
+
+def test_one_answer_out_of_turn_is_a_bug_the_machine_names() -> None:
+    with pytest.raises(MrtrError, match="got one answer in phase LIVE"):
+        live().answered_one(ADA)
+    machine = live()
+    machine.next(Ask({"a": ASK_NAME, "b": ASK_YES}))  # a batch is answered as a mapping
+    with pytest.raises(MrtrError, match="got one answer in phase SUSPENDED"):
+        machine.answered_one(ADA)
+
+
+def test_a_journaled_request_of_its_own_is_still_an_ask() -> None:
+    # Where the answer is journaled (modern), the ask of one keeps its Ask, for the checkpoint.
+    machine = modern()
+    action = machine.next(ASK_NAME)
+    assert action == Suspend({"input-0": ASK_NAME}) and type(action.requests) is dict
+    assert machine.checkpoint().pending == Pending({"input-0": ASK_NAME.fingerprint})
 
 
 # ----------------------------------------------------------------------------- modern

@@ -31,7 +31,17 @@ import trio
 
 from ._errors import MrtrError, RoundTimeout
 from ._flow import Flow, Step
-from ._replay import UNMATCHED, Action, Feed, Finish, Replay, RunPoll, RunStep, Suspend
+from ._replay import (
+    UNMATCHED,
+    Action,
+    Feed,
+    Finish,
+    OneRequest,
+    Replay,
+    RunPoll,
+    RunStep,
+    Suspend,
+)
 from ._steps import call
 from ._values import Request
 
@@ -115,11 +125,11 @@ async def drive(
                                 marks = trio_scope_marks(task)
                             else:
                                 scope.deadline = trio.current_time() + round_timeout
-                        if ask is not None and len(requests) == 1:
+                        single = ask is not None and type(requests) is OneRequest
+                        if single:
                             # While the client answers, a suspended flow keeps no frame but
                             # this one and the ask's.
-                            ((key, request),) = requests.items()
-                            responses: Mapping[str, Any] | None = {key: await ask(key, request)}
+                            responses: Any = await ask(requests.key, requests.request)  # type: ignore[misc,union-attr]
                         else:
                             responses = await turn(action)  # type: ignore[arg-type]
                         if timed and requests:
@@ -127,9 +137,12 @@ async def drive(
                             if scope.cancel_called:  # answered as the deadline passed
                                 raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
                             scope.deadline = math.inf
-                        if responses is None:  # no one to wait for the answers here
+                        if single:
+                            action = machine.answered_one(responses)
+                        elif responses is None:  # no one to wait for the answers here
                             break
-                        action = machine.answered(responses)
+                        else:
+                            action = machine.answered(responses)
                     else:  # a Finish, or a Suspend with no one to wait for it
                         break
                     kind = type(action)

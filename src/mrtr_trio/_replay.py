@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, Final, NoReturn, cast
 
@@ -97,6 +97,7 @@ __all__ = [
     "Action",
     "Feed",
     "Finish",
+    "OneRequest",
     "Replay",
     "Rules",
     "RunPoll",
@@ -207,6 +208,36 @@ class Suspend:
     retry_after: float | None = None
 
 
+class OneRequest(Mapping[str, Request]):
+    """The requests of a live ask of one request yielded on its own, `{key: request}`, held
+    as the key and the request with no dict built: what a live
+    [Suspend][mrtr_trio._replay.Suspend] asks, and what the machine checks the answer
+    against. A driver that asks one request at a time reads `key` and `request`."""
+
+    __slots__ = ("key", "request")
+
+    def __init__(self, key: str, request: Request) -> None:
+        self.key = key
+        self.request = request
+
+    def __getitem__(self, key: str) -> Request:
+        if key == self.key:
+            return self.request
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key == self.key
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.key,))
+
+    def __len__(self) -> int:
+        return 1
+
+    def __repr__(self) -> str:
+        return repr({self.key: self.request})
+
+
 @attrs.frozen
 class Finish:
     """The flow finished with `value`."""
@@ -300,7 +331,7 @@ class Replay:
         # What the flow passes beyond the journal, when it is to be checkpointed.
         # (Without a checkpoint to make, an empty tuple stands in: nothing is appended.)
         self._recorded: list[Entry] = [] if rules.record else cast("list[Entry]", ())
-        self._asking: Ask | None = None  # the ask the client is answering
+        self._asking: Ask | OneRequest | None = None  # the ask the client is answering
         self._pushing = False  # it is a push-style ask (see `abandon`)
         self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
         self._running: Step | Poll | None = None
@@ -325,11 +356,15 @@ class Replay:
 
     def next(self, need: Need) -> Action:
         """What to do about *need*, the handler's latest."""
+        phase = self.phase
         if type(need) in _REQUEST_KINDS:  # a request yielded on its own: an ask of one
             key = single_key(self._singles)
             self._singles += 1
+            if phase is LIVE and self._responses is None and not self.rules.record:
+                # Live, with nothing to journal: the commonest ask, with no Ask and no dict.
+                one = OneRequest(key, need)  # type: ignore[arg-type]
+                return self._suspend(one, one, _NOTHING, _NOTHING)
             need = Ask({key: need}, None, True)  # type: ignore[dict-item]
-        phase = self.phase
         if phase is REPLAYING:
             return self._replay(need)
         if phase is PENDING:
@@ -401,8 +436,33 @@ class Replay:
             assert self._running is not None
             return RunPoll(self._running)  # type: ignore[arg-type]
         ask = self._asking
+        if type(ask) is OneRequest:
+            if ask.key in responses:
+                return self.answered_one(responses[ask.key])
+            return self._suspend(ask, ask, _NOTHING, _NOTHING)  # unanswered: ask again
         assert ask is not None
-        return self._take(ask, self._kept, responses, "answered, all valid")
+        return self._take(ask, self._kept, responses, "answered, all valid")  # type: ignore[arg-type]
+
+    def answered_one(self, raw: Any) -> Feed | Suspend:
+        """[answered][mrtr_trio._replay.Replay.answered] for a
+        [Suspend][mrtr_trio._replay.Suspend] whose requests are a
+        [OneRequest][mrtr_trio._replay.OneRequest], with no mapping to build: *raw* (client
+        JSON or an answer object) answers its one request."""
+        one = self._asking
+        if self.phase is not SUSPENDED or type(one) is not OneRequest:
+            return self._unexpected("one answer")
+        request = one.request
+        try:
+            answer = check_answer(one.key, request, raw)
+        except MrtrError:
+            self._fail()
+            raise
+        wrong = content_problems_for(request, answer)
+        if wrong:
+            return self._suspend(one, one, _NOTHING, {one.key: _schema_problem(wrong)})
+        self._asking, self._pushing = None, False
+        self._go("answered, all valid")
+        return Feed(answer)
 
     def push(self, requests: Mapping[str, Request]) -> Suspend:
         """Ask the client *requests* out of turn (a live push-style `await ctx.elicit(...)`);
@@ -438,7 +498,7 @@ class Replay:
             pending = self._polling
         else:
             ask = self._asking
-            assert ask is not None
+            assert type(ask) is Ask  # (an ask of one is held as an Ask where it is journaled)
             pending = Pending(
                 ask.fingerprints,
                 dict(self._kept),
@@ -561,14 +621,17 @@ class Replay:
 
     def _suspend(
         self,
-        ask: Ask,
+        ask: Ask | OneRequest,
         to_ask: Mapping[str, Request],
         kept: Mapping[str, Answer],
         problems: Mapping[str, str],
     ) -> Suspend:
         rules = self.rules
         if to_ask and rules.client_capabilities is not None:
-            missing = missing_capabilities(to_ask.values(), rules.client_capabilities)
+            missing = missing_capabilities(
+                (to_ask.request,) if type(to_ask) is OneRequest else to_ask.values(),
+                rules.client_capabilities,
+            )
             if missing:
                 self._fail()
                 raise MissingCapability(
@@ -597,6 +660,9 @@ class Replay:
             self.name,
             "; ".join(f"the answer to {key!r} {text}" for key, text in problems.items()),
         )
+        if type(to_ask) is OneRequest:
+            explained = _explained(to_ask.request, problems.get(to_ask.key))
+            return Suspend(OneRequest(to_ask.key, explained), problems)
         return Suspend(
             {key: _explained(r, problems.get(key)) for key, r in to_ask.items()}, problems
         )
@@ -751,10 +817,15 @@ def collect_answers(
         wrong = content_problems_for(request, answer)
         if wrong:
             again[key] = request
-            problems[key] = "does not fit the requested schema: " + "; ".join(wrong)
+            problems[key] = _schema_problem(wrong)
         else:
             answers[key] = answer
     return answers, again, problems
+
+
+def _schema_problem(wrong: list[str]) -> str:
+    """Why an answer is asked again, from what `content_problems_for` found wrong with it."""
+    return "does not fit the requested schema: " + "; ".join(wrong)
 
 
 def check_answer(key: str, request: Request, raw: Any) -> Answer:
