@@ -111,6 +111,7 @@ async def _core(plan: Plan) -> dict[str, Any]:
         "long_answers": plan.long_answers,
         "modern_long_us": (await core.long_journal(plan.long_answers, plan.budget)).as_json(),
         "live_round_us": live["trip"].as_json(),
+        "live_round_waiting_us": live["trip_waiting"].as_json(),
         "live_round_survey_us": live["survey"].as_json(),
         "token_chars": await core.token_sizes(),
     }

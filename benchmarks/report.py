@@ -75,6 +75,10 @@ def _core(core: Mapping[str, Any]) -> Table:
             f"{_num(core['modern_long_us']['median'] / n)} µs",
         ],
         ["live round (4-question trip, per round, setup included)", _us(core["live_round_us"])],
+        [
+            "live round, an ask that waits once (4-question trip, per round, setup included)",
+            _us(core.get("live_round_waiting_us")),
+        ],
         ["live round (100-question survey, per round)", _us(core["live_round_survey_us"])],
         [
             "trip `requestState` after 0 / 1 / 2 answers",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import types
+from collections.abc import Coroutine, Generator
 from typing import Any
 
 import pytest
@@ -22,6 +24,7 @@ from mrtr_trio import (
     pause,
     step,
 )
+from mrtr_trio._drive import _Started
 from mrtr_trio.testing import run_live, run_modern
 
 from .flows import CONFIRM, NAME, SIZE, happy_answer
@@ -227,6 +230,164 @@ async def test_an_answer_that_comes_after_the_deadline_is_a_timeout(
     with pytest.raises(RoundTimeout, match=r"round 1 \(input-0\) within round_timeout=30\.0 s"):
         await runtime(round_timeout=30).run_live(flow, {}, late)
     assert closed == ["finally"]
+
+
+@pytest.mark.timeout(10)
+async def test_rounds_answered_with_or_without_waiting_are_timed_alike(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The drive arms a round's deadline only when the client's turn waits (a turn that never
+    # reaches a checkpoint cannot be cancelled): an in-memory answer, an answer after one
+    # checkpoint, and a wait, each round counted from its own start.
+    async def ask(key: str, request: Any) -> Any:
+        if request.message == "Checkpoint?":
+            await trio.lowlevel.checkpoint()
+        elif request.message.startswith("Wait "):
+            await trio.sleep(float(request.message.split()[1]))
+        return happy_answer(key, request)
+
+    async def flow(ctx: Context):
+        answers = [(yield elicit("Now?", CONFIRM))]
+        await trio.sleep(50)  # the handler's own time: no round's
+        answers.append((yield elicit("Checkpoint?", CONFIRM)))
+        answers.append((yield elicit("Wait 29", CONFIRM)))
+        answers.append((yield elicit("Now?", CONFIRM)))
+        answers.append((yield {"a": elicit("Wait 29", CONFIRM), "b": elicit("Now?", CONFIRM)}))
+        answers.append((yield elicit("Wait 31", CONFIRM)))
+        yield done(answers)
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"round 6 \(input-4\) within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(flow, {}, ask)
+    assert trio.current_time() - start == pytest.approx(50 + 29 + 29 + 30)
+
+
+@pytest.mark.timeout(10)
+async def test_a_timed_ask_that_waits_is_awaited_as_a_plain_await_would(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # What a waiting ask gets back from trio, raises, or is interrupted with goes through as
+    # with a plain `await`: several checkpoints, its own error (alone), and a cancellation
+    # from outside the flow, which its `finally` sees.
+    seen: list[str] = []
+
+    async def ask(key: str, request: Any) -> Any:
+        try:
+            for _ in range(3):
+                await trio.sleep(1)
+            if request.message == "Fail?":
+                raise LookupError("the client went away")
+            if request.message == "Forever?":
+                await trio.sleep_forever()
+            return happy_answer(key, request)
+        finally:
+            seen.append(f"{request.message} finally")
+
+    async def flow(ctx: Context, last: str):
+        try:
+            first = yield elicit("A?", CONFIRM)
+            yield elicit(last, CONFIRM)
+            yield done(first.action)
+        finally:
+            seen.append("flow closed")
+
+    with pytest.raises(LookupError, match="went away"):
+        await runtime(round_timeout=30).run_live(flow, {"last": "Fail?"}, ask)
+    assert seen == ["A? finally", "Fail? finally", "flow closed"]
+    seen.clear()
+    with trio.move_on_after(100) as outer:
+        await runtime(round_timeout=300).run_live(flow, {"last": "Forever?"}, ask)
+    assert outer.cancelled_caught
+    assert seen == ["A? finally", "Forever? finally", "flow closed"]
+
+
+@types.coroutine
+def _trap(label: str) -> Generator[str, Any, Any]:
+    return (yield label)
+
+
+async def _asked(log: list[Any]) -> str:
+    try:
+        log.append(("sent", await _trap("first")))
+        try:
+            log.append(("sent", await _trap("second")))
+        except ValueError as error:
+            log.append(("caught", str(error)))
+            log.append(("sent", await _trap("after the catch")))
+        log.append(("sent", await _trap("last")))
+        return "returned"
+    finally:
+        log.append("finally")
+
+
+def _awaiting(log: list[Any], by_hand: bool, kept: list[Any]) -> Coroutine[Any, Any, str]:
+    # `await _asked(log)`, plainly or as the drive does: started by hand, then `_Started`.
+    # (The awaited coroutine is *kept* alive, so that only a forwarded close closes it.)
+    async def plainly() -> str:
+        kept.append(_asked(log))
+        return await kept[0]
+
+    async def started_by_hand() -> str:
+        kept.append(_asked(log))
+        return await _Started(kept[0], kept[0].send(None))
+
+    return started_by_hand() if by_hand else plainly()
+
+
+def _play(by_hand: bool, moves: list[tuple[str, Any]]) -> list[Any]:
+    log: list[Any] = []
+    kept: list[Any] = []
+    coro = _awaiting(log, by_hand, kept)
+    for move, value in moves:
+        try:
+            if move == "send":
+                log.append(("yielded", coro.send(value)))
+            elif move == "throw":
+                log.append(("yielded", coro.throw(value)))
+            else:
+                coro.close()
+                log.append("closed")
+        except StopIteration as stop:
+            log.append(("returned", stop.value))
+        except Exception as error:
+            log.append(("raised", type(error).__name__, str(error)))
+    return log
+
+
+@pytest.mark.parametrize(
+    "moves",
+    [
+        [("send", None), ("send", 1), ("send", None), ("send", 3), ("send", 4)],
+        [("send", None), ("send", 1), ("throw", ValueError("bad")), ("send", 2), ("send", 3)],
+        [("send", None), ("throw", KeyError("out")), ("send", 1)],
+        [("send", None), ("send", 1), ("close", None), ("send", 2)],
+    ],
+    ids=["sends", "caught-throw", "uncaught-throw", "close"],
+)
+def test_started_goes_on_exactly_as_a_plain_await(moves: list[tuple[str, Any]]) -> None:
+    # What the drive awaits after starting a turn by hand to see whether it waits.
+    assert _play(True, moves) == _play(False, moves)
+
+
+@pytest.mark.timeout(10)
+async def test_a_task_waiting_in_a_timed_ask_shows_the_asks_frame() -> None:
+    # Stack dumps (trio's Task.iter_await_frames) walk through the drive into the ask.
+    asking = trio.Event()
+
+    async def ask(key: str, request: Any) -> Any:
+        asking.set()
+        await trio.sleep_forever()
+
+    async def flow(ctx: Context):
+        yield elicit("A?", CONFIRM)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(runtime(round_timeout=30).run_live, flow, {}, ask)
+        await asking.wait()
+        (task,) = nursery.child_tasks
+        names = [frame.f_code.co_name for frame, _ in task.iter_await_frames()]
+        nursery.cancel_scope.cancel()
+    assert names[:2] == ["drive", "ask"] and "sleep_forever" in names
 
 
 async def test_run_live_raises_its_errors_when_awaited() -> None:

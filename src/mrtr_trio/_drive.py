@@ -8,12 +8,20 @@ wait for, so the loop stops there and the round ends with a token. The flow is c
 exit path.
 
 A driver that waits may bound each round with a `round_timeout`. The loop enters one cancel
-scope, at the first round that asks the client, sets its deadline when each such round starts
-and clears it when the round ends (the handler's own code between rounds never runs under
-it), and leaves it when the flow ends: before closing the flow (so a timed-out handler's
-cleanup does not run cancelled), unless the handler still holds a scope of its own inside it.
-A round of one request is awaited by this loop itself, so a flow suspended in it keeps no
-frame but this one and the ask's.
+scope, at the first round that asks the client, and leaves it when the flow ends: before
+closing the flow (so a timed-out handler's cleanup does not run cancelled), unless the handler
+still holds a scope of its own inside it. Trio delivers a cancellation only where a task
+waits, so a deadline matters only to a turn that waits: until a turn of the flow has waited,
+the loop starts each turn's coroutine by hand, and only when it yields to trio arms the
+deadline (counted from the round's start) and awaits the rest through
+[_Started][mrtr_trio._drive._Started], which goes on exactly as a plain `await` would; once
+one has waited, later turns are armed from their start and awaited plainly. The deadline is
+cleared when the round ends (the handler's own code between rounds never runs under it). So a
+turn answered without waiting (an in-memory answer) pays for no deadline. One difference can
+be seen: before its first checkpoint, such a started turn runs with the deadline not yet
+armed, so `trio.current_effective_deadline()` read there does not show it. A round of one
+request is awaited by this loop itself, so a flow suspended in it
+keeps no frame but this one and the ask's.
 
 Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
 the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
@@ -25,6 +33,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Awaitable, Callable, Mapping
+from types import CoroutineType
 from typing import Any
 
 import trio
@@ -88,11 +97,13 @@ async def drive(
         task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
     except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
         task = None
-    timed = task is not None and turn is not None and round_timeout != math.inf
+    if task is None or turn is None:
+        round_timeout = math.inf
     # Timed turns share one cancel scope, entered at the first of them and left when the
-    # drive ends; each turn sets its deadline and clears it after (cheaper than entering a
-    # scope per round). A flow that never asks the client enters none.
+    # drive ends; a turn that waits for the client arms its deadline and clears it after
+    # (cheaper than entering a scope per round). A flow that never asks the client enters none.
     scope: trio.CancelScope | None = None
+    waits = False  # a timed turn of this flow waited for the client
     closed = False
     marks = trio_scope_marks(task)
     try:
@@ -108,36 +119,45 @@ async def drive(
                     need = await flow.resume(action)
                     continue
                 action = machine.next(need)
-                kind = type(action)
-                while kind is not Feed:
-                    if kind is RunStep:
-                        action = machine.ran(await run_step(action.step))  # type: ignore[union-attr]
-                    elif kind is RunPoll:
-                        poll = action.poll  # type: ignore[union-attr]
-                        action = machine.polled(await call(poll.fn, poll.args), now())
-                    elif kind is Suspend and turn is not None:
-                        requests = action.requests  # type: ignore[union-attr]
-                        if timed and requests:
-                            if scope is None:
-                                scope = trio.CancelScope(
-                                    deadline=trio.current_time() + round_timeout
-                                ).__enter__()  # (returns the scope once it is entered)
-                                marks = trio_scope_marks(task)
-                            else:
-                                scope.deadline = trio.current_time() + round_timeout
-                        single = ask is not None and type(requests) is OneRequest
-                        if single:
-                            # While the client answers, a suspended flow keeps no frame but
-                            # this one and the ask's.
-                            responses: Any = await ask(requests.key, requests.request)  # type: ignore[misc,union-attr]
+                while type(action) is not Feed:
+                    if type(action) is RunStep:
+                        action = machine.ran(await run_step(action.step))
+                    elif type(action) is RunPoll:
+                        action = machine.polled(await call(action.poll.fn, action.poll.args), now())
+                    elif type(action) is Suspend and turn is not None:
+                        requests = action.requests
+                        # A request of its own is asked straight from here: while the client
+                        # answers, a suspended flow keeps no frame but this one and the ask's.
+                        if ask is not None and type(requests) is OneRequest:
+                            answering: Awaitable[Any] = ask(requests.key, requests.request)
                         else:
-                            responses = await turn(action)  # type: ignore[arg-type]
-                        if timed and requests:
-                            assert scope is not None
-                            if scope.cancel_called:  # answered as the deadline passed
-                                raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
-                            scope.deadline = math.inf
-                        if single:
+                            answering = turn(action)
+                        if round_timeout == math.inf or not requests:
+                            responses = await answering
+                        else:
+                            # The round's deadline, counted from its start. Trio cancels only
+                            # where a task waits, so until a turn of this flow has waited, each
+                            # turn is started by hand and its deadline armed only if it waits
+                            # (see `_Started`).
+                            deadline = trio.current_time() + round_timeout
+                            if scope is None:
+                                scope = trio.CancelScope().__enter__()  # (returns the scope)
+                                marks = trio_scope_marks(task)
+                            if waits or type(answering) is not CoroutineType:
+                                scope.deadline = deadline
+                                responses = await answering
+                                _round_over(scope, machine, action, round_timeout)
+                            else:
+                                try:
+                                    yielded = answering.send(None)
+                                except StopIteration as finished:  # answered without waiting
+                                    responses = finished.value
+                                else:
+                                    waits = True  # (later turns are awaited as above)
+                                    scope.deadline = deadline
+                                    responses = await _Started(answering, yielded)
+                                    _round_over(scope, machine, action, round_timeout)
+                        if ask is not None and type(requests) is OneRequest:
                             action = machine.answered_one(responses)
                         elif responses is None:  # no one to wait for the answers here
                             break
@@ -145,10 +165,9 @@ async def drive(
                             action = machine.answered(responses)
                     else:  # a Finish, or a Suspend with no one to wait for it
                         break
-                    kind = type(action)
-                if kind is not Feed:
+                if type(action) is not Feed:
                     break
-                need = await flow.resume(action.value)  # type: ignore[union-attr]
+                need = await flow.resume(action.value)
         except BaseException:
             if scope is None:
                 raise
@@ -179,6 +198,75 @@ async def drive(
         assert type(action) is Finish  # a turn that always waits: only a finish stops here
         return action.value
     return action
+
+
+class _Started:
+    """`await _Started(coro, yielded)`: go on awaiting *coro*, a coroutine the drive started by
+    hand (`coro.send(None)`) and that *yielded* instead of finishing, exactly as the plain
+    `await coro` it stands for would have (PEP 380's `yield from`).
+
+    A round's deadline only matters to a turn that waits: trio delivers a cancellation at a
+    checkpoint, so a turn that answers without one cannot be timed out. The drive therefore
+    starts the turn's coroutine itself and arms the deadline only when it yields (to trio);
+    this object then hands trio what it yielded first, and forwards everything after to the
+    coroutine as the awaiting frame would: each value sent (trio's outcomes, which bring a
+    cancellation or a `KeyboardInterrupt` as well as results), each exception thrown in, and
+    `close` (`GeneratorExit`). The
+    coroutine's `return` ends the `await` with its value, since `send` and `throw` raise its
+    `StopIteration` on. `cr_frame` and `cr_await` are the coroutine's, so that
+    `trio.lowlevel.Task.iter_await_frames` walks through this object to the frames below.
+    """
+
+    __slots__ = ("_coro", "_yielded")
+
+    def __init__(self, coro: CoroutineType[Any, Any, Any], yielded: Any) -> None:
+        self._coro = coro
+        self._yielded: Any = yielded
+
+    def __await__(self) -> _Started:
+        return self
+
+    def __iter__(self) -> _Started:
+        return self
+
+    def __next__(self) -> Any:
+        # `await` asks for the first thing to yield with next(); later, `send(None)` may come
+        # this way too.
+        yielded = self._yielded
+        if yielded is _SENT:
+            return self._coro.send(None)
+        self._yielded = _SENT
+        return yielded
+
+    def send(self, value: Any) -> Any:
+        return self._coro.send(value)
+
+    def throw(self, *exception: Any) -> Any:
+        return self._coro.throw(*exception)
+
+    def close(self) -> None:
+        self._coro.close()
+
+    @property
+    def cr_frame(self) -> Any:
+        return self._coro.cr_frame
+
+    @property
+    def cr_await(self) -> Any:
+        return self._coro.cr_await
+
+
+_SENT: Any = object()
+
+
+def _round_over(
+    scope: trio.CancelScope, machine: Replay, suspend: Suspend, round_timeout: float
+) -> None:
+    """A timed turn that waited is over: clear the round's deadline, or raise
+    [RoundTimeout][mrtr_trio.RoundTimeout] when it passed as the answers came in."""
+    if scope.cancel_called:
+        raise timed_out(machine, suspend, round_timeout)
+    scope.deadline = math.inf
 
 
 def timed_out(machine: Replay, suspend: Suspend, round_timeout: float) -> RoundTimeout:
