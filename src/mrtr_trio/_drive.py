@@ -104,7 +104,6 @@ async def drive(
     # (cheaper than entering a scope per round). A flow that never asks the client enters none.
     scope: trio.CancelScope | None = None
     waits = False  # a timed turn of this flow waited for the client
-    closed = False
     marks = trio_scope_marks(task)
     try:
         try:
@@ -125,39 +124,36 @@ async def drive(
                     elif type(action) is RunPoll:
                         action = machine.polled(await call(action.poll.fn, action.poll.args), now())
                     elif type(action) is Suspend and turn is not None:
-                        requests = action.requests
                         # A request of its own is asked straight from here: while the client
                         # answers, a suspended flow keeps no frame but this one and the ask's.
-                        if ask is not None and type(requests) is OneRequest:
-                            answering: Awaitable[Any] = ask(requests.key, requests.request)
+                        if ask is not None and type(action.requests) is OneRequest:
+                            answering: Awaitable[Any] = ask(
+                                action.requests.key, action.requests.request
+                            )
                         else:
                             answering = turn(action)
-                        if round_timeout == math.inf or not requests:
+                        if round_timeout == math.inf or not action.requests:
                             responses = await answering
                         else:
-                            # The round's deadline, counted from its start. Trio cancels only
-                            # where a task waits, so until a turn of this flow has waited, each
-                            # turn is started by hand and its deadline armed only if it waits
-                            # (see `_Started`).
-                            deadline = trio.current_time() + round_timeout
                             if scope is None:
                                 scope = trio.CancelScope().__enter__()  # (returns the scope)
                                 marks = trio_scope_marks(task)
                             if waits or type(answering) is not CoroutineType:
-                                scope.deadline = deadline
+                                scope.deadline = trio.current_time() + round_timeout
                                 responses = await answering
                                 _round_over(scope, machine, action, round_timeout)
                             else:
-                                try:
-                                    yielded = answering.send(None)
-                                except StopIteration as finished:  # answered without waiting
-                                    responses = finished.value
-                                else:
+                                # Until a turn of this flow has waited, each is started by
+                                # hand, and its deadline (counted from the round's start) armed
+                                # only if it waits: see `_Started`.
+                                responses = _Started.start(
+                                    answering, scope, trio.current_time() + round_timeout
+                                )
+                                if type(responses) is _Started:
                                     waits = True  # (later turns are awaited as above)
-                                    scope.deadline = deadline
-                                    responses = await _Started(answering, yielded)
+                                    responses = await responses
                                     _round_over(scope, machine, action, round_timeout)
-                        if ask is not None and type(requests) is OneRequest:
+                        if ask is not None and type(action.requests) is OneRequest:
                             action = machine.answered_one(responses)
                         elif responses is None:  # no one to wait for the answers here
                             break
@@ -172,8 +168,8 @@ async def drive(
             if scope is None:
                 raise
             if trio_scope_marks(task) is not marks:
-                # The handler still holds a scope of its own, inside ours: close it first.
-                closed = True
+                # The handler still holds a scope of its own, inside ours: close it first
+                # (closing it again below does nothing).
                 try:
                     await flow.aclose()
                 except BaseException:  # cancelled while closing: leave ours all the same
@@ -186,8 +182,7 @@ async def drive(
             if scope is not None:
                 scope.__exit__(None, None, None)
     except BaseException:
-        if not closed:
-            await flow.aclose()
+        await flow.aclose()
         raise
     error = await flow.aclose()
     if scope is not None and scope.cancelled_caught:  # the client's turn outlived its deadline
@@ -218,6 +213,17 @@ class _Started:
     """
 
     __slots__ = ("_coro", "_yielded")
+
+    @staticmethod
+    def start(coro: CoroutineType[Any, Any, Any], scope: trio.CancelScope, deadline: float) -> Any:
+        """Run *coro* to its first yield: its value when it finishes without waiting; else
+        *scope*'s *deadline* is armed, and the `_Started` to await the rest with is returned."""
+        try:
+            yielded = coro.send(None)
+        except StopIteration as finished:
+            return finished.value
+        scope.deadline = deadline
+        return _Started(coro, yielded)
 
     def __init__(self, coro: CoroutineType[Any, Any, Any], yielded: Any) -> None:
         self._coro = coro

@@ -253,7 +253,8 @@ class Flow:
 
     async def aclose(self) -> BaseException | None:
         """Release the handler (close the generator; `finally` blocks run). An error raised
-        while closing is logged with its traceback and returned, never swallowed silently."""
+        while closing is logged with its traceback and returned, never swallowed silently.
+        Closing a closed flow does nothing."""
         return None
 
 
