@@ -256,6 +256,21 @@ def test_missing_capabilities_names_only_what_is_missing() -> None:
         "elicitation": {"form": {}},
         "sampling": {},
     }
+    # A mode or a sampling context is needed by name; a bare "elicitation": {} declares form
+    # mode only; an area declared as anything but an object declares nothing.
+    url = elicit_url("m", "https://example.com/form")
+    context = create_message("q", max_tokens=1, include_context="thisServer")
+    both = [elicit("m", CONFIRM), url, context]
+    assert missing_capabilities(both, {"elicitation": {}, "sampling": {}}) == {
+        "elicitation": {"url": {}},
+        "sampling": {"context": {}},
+    }
+    assert missing_capabilities(both, {"elicitation": {"url": {}}, "sampling": True}) == {
+        "elicitation": {"form": {}},
+        "sampling": {"context": {}},
+    }
+    declared = {"elicitation": {"form": {}, "url": {}}, "sampling": {"context": {}}}
+    assert missing_capabilities(both, declared) == {}
 
 
 def test_constructors_hand_back_an_equal_request_only_when_it_is_the_same() -> None:

@@ -683,32 +683,37 @@ def missing_capabilities(
 ) -> dict[str, Any]:
     """The ClientCapabilities-shaped object naming what *requests* need and the client lacks
     (empty when nothing is missing). `client_capabilities=None` means "all declared"."""
-    if client_capabilities is None:
-        return {}
     missing: dict[str, Any] = {}
-    for request in requests:
-        need = _required_capability(request)
-        area, detail = next(iter(need.items()))
+    if client_capabilities is None:
+        return missing
+    for request in requests:  # (checked every round: nothing is built when all is declared)
+        area, keys = _required_capability(request)
         declared = client_capabilities.get(area)
         if not isinstance(declared, Mapping):
-            missing.setdefault(area, {}).update(detail)
+            missing.setdefault(area, {}).update({key: {} for key in keys})
             continue
-        if area == "elicitation" and "form" in detail and (not declared or "form" in declared):
+        if keys is _FORM and not declared:
             continue  # a bare "elicitation": {} declares form mode (2025 compatibility)
-        lacking = {k: v for k, v in detail.items() if k not in declared}
-        if lacking:
-            missing.setdefault(area, {}).update(lacking)
+        for key in keys:
+            if key not in declared:
+                missing.setdefault(area, {})[key] = {}
     return missing
 
 
-def _required_capability(request: Request) -> dict[str, dict[str, Any]]:
+_FORM = ("form",)
+_URL = ("url",)
+_CONTEXT = ("context",)
+
+
+def _required_capability(request: Request) -> tuple[str, tuple[str, ...]]:
+    """The capability *request* needs: its area, and the keys it needs declared there."""
     if isinstance(request, ElicitRequest):
-        return {"elicitation": {request.mode: {}}}
+        return "elicitation", _FORM if request.mode == "form" else _URL
     if isinstance(request, CreateMessageRequest):
         if request.include_context in ("thisServer", "allServers"):
-            return {"sampling": {"context": {}}}
-        return {"sampling": {}}
-    return {"roots": {}}
+            return "sampling", _CONTEXT
+        return "sampling", ()
+    return "roots", ()
 
 
 # ----------------------------------------------------------------------------------- helpers
