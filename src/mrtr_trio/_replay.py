@@ -22,7 +22,9 @@ of a replay, comes from [Replay.replayed][mrtr_trio._replay.Replay.replayed] wit
 - [Suspend][mrtr_trio._replay.Suspend]: the client must take a turn and answer these requests
   (none: a pause, or a poll still waiting). A driver that can wait for the client (live, task)
   reports the answers with `answered`; the modern driver ends the round with a token made from
-  [Replay.checkpoint][mrtr_trio._replay.Replay.checkpoint];
+  [Replay.checkpoint][mrtr_trio._replay.Replay.checkpoint]. A live request yielded on its own,
+  where nothing is journaled, is suspended on as a [OneRequest][mrtr_trio._replay.OneRequest]
+  (no `Ask`, no dict), whose bare answer may be reported with `answered_one`;
 - [Finish][mrtr_trio._replay.Finish]: the flow's value.
 
 A modern retry starts **replaying**: each need must match the next journal entry (same kind,
