@@ -262,6 +262,40 @@ async def test_rounds_answered_with_or_without_waiting_are_timed_alike(
     assert trio.current_time() - start == pytest.approx(50 + 29 + 29 + 30)
 
 
+class _Awaitable:
+    """An ask's result that is awaitable without being a coroutine."""
+
+    def __init__(self, answer: Any, forever: bool) -> None:
+        self.answer, self.forever = answer, forever
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        return self._answered().__await__()
+
+    async def _answered(self) -> Any:
+        if self.forever:
+            await trio.sleep_forever()
+        await trio.lowlevel.checkpoint()
+        return self.answer
+
+
+@pytest.mark.timeout(10)
+async def test_an_ask_returning_another_awaitable_is_timed_from_its_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    def ask(key: str, request: Any) -> _Awaitable:
+        return _Awaitable(happy_answer(key, request), forever=request.message == "B?")
+
+    async def flow(ctx: Context):
+        first = yield elicit("A?", CONFIRM)
+        yield elicit("B?", CONFIRM)
+        yield done(first.action)
+
+    start = trio.current_time()
+    with pytest.raises(RoundTimeout, match=r"round 2 \(input-1\) within round_timeout=30\.0 s"):
+        await runtime(round_timeout=30).run_live(flow, {}, ask)
+    assert trio.current_time() - start == pytest.approx(30)
+
+
 @pytest.mark.timeout(10)
 async def test_a_timed_ask_that_waits_is_awaited_as_a_plain_await_would(
     autojump_clock: trio.testing.MockClock,
