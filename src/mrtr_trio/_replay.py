@@ -442,8 +442,8 @@ class Replay:
             if ask.key in responses:
                 return self.answered_one(responses[ask.key])
             return self._suspend(ask, ask, _NOTHING, _NOTHING)  # unanswered: ask again
-        assert ask is not None
-        return self._take(ask, self._kept, responses, "answered, all valid")  # type: ignore[arg-type]
+        assert type(ask) is Ask
+        return self._take(ask, self._kept, responses, "answered, all valid")
 
     def answered_one(self, raw: Any) -> Feed | Suspend:
         """[answered][mrtr_trio._replay.Replay.answered] for a
@@ -629,7 +629,7 @@ class Replay:
         problems: Mapping[str, str],
     ) -> Suspend:
         rules = self.rules
-        if to_ask and rules.client_capabilities is not None:
+        if rules.client_capabilities is not None and to_ask:
             missing = missing_capabilities(
                 (to_ask.request,) if type(to_ask) is OneRequest else to_ask.values(),
                 rules.client_capabilities,
