@@ -30,6 +30,7 @@ from mrtr_trio._journal import (
     Answered,
     AnsweredOne,
     Cursor,
+    Journal,
     Pending,
     PendingPoll,
     StepResult,
@@ -306,7 +307,7 @@ def test_a_first_call_answers_its_first_ask_from_the_calls_responses() -> None:
 
 def test_replay_feeds_the_journal_then_the_pending_ask_reads_the_responses() -> None:
     journal = (answered("input-0", ASK_NAME, ADA), StepResult(step_fp(lookup), "recorded"))
-    cursor = Cursor(journal, Pending({"input-1": ASK_YES.fingerprint}), rounds=1)
+    cursor = Cursor(Journal(journal), Pending({"input-1": ASK_YES.fingerprint}), rounds=1)
     machine = modern(cursor, {"input-1": OK})
     assert machine.phase is REPLAYING and machine.is_replaying
     assert machine.next(single("input-0", ASK_NAME)) == Feed(
@@ -322,7 +323,7 @@ def test_replay_feeds_the_journal_then_the_pending_ask_reads_the_responses() -> 
 
 
 def test_strict_divergence_names_the_round_the_yield_and_both_requests() -> None:
-    cursor = Cursor((PAUSED, answered("input-0", ASK_NAME, ADA)), Pending({}), rounds=2)
+    cursor = Cursor(Journal((PAUSED, answered("input-0", ASK_NAME, ADA))), Pending({}), rounds=2)
     machine = modern(cursor, strict=True)
     machine.next(PAUSE)
     with pytest.raises(NondeterminismError) as caught:
@@ -338,7 +339,9 @@ def test_reask_divergence_drops_the_rest_of_the_journal_and_asks(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     cursor = Cursor(
-        (answered("input-0", ASK_NAME, ADA), PAUSED), Pending({"input-1": b"\0\1\2\3"}), 2
+        Journal((answered("input-0", ASK_NAME, ADA), PAUSED)),
+        Pending({"input-1": b"\0\1\2\3"}),
+        2,
     )
     machine = modern(cursor, {"input-1": OK})
     machine.next(single("input-0", ASK_NAME))
@@ -347,11 +350,11 @@ def test_reask_divergence_drops_the_rest_of_the_journal_and_asks(
     assert "diverged from its recorded flow at round 2, yield #1" in caplog.text
     assert action == Suspend({"input-1": ASK_YES})  # the answers in hand were for another ask
     cursor = machine.checkpoint()
-    assert len(cursor.journal) == 1 and cursor.sealed == (0, 0, b"")
+    assert tuple(cursor.journal) == (answered("input-0", ASK_NAME, ADA),)
 
 
 def test_finishing_early_is_a_divergence() -> None:
-    cursor = Cursor((answered("input-0", ASK_NAME, ADA),), Pending({}), 1)
+    cursor = Cursor(Journal((answered("input-0", ASK_NAME, ADA),)), Pending({}), 1)
     with pytest.raises(NondeterminismError, match="now it finished"):
         modern(cursor, strict=True).next(done(1))
 
@@ -362,7 +365,7 @@ def test_return_style_checkpoints_carry_their_requests_and_payload() -> None:
     assert action == Suspend({"k": ASK_NAME})
     cursor = machine.checkpoint()
     assert cursor.pending == Pending({"k": ASK_NAME.fingerprint}, {}, {"k": ASK_NAME})
-    assert cursor.payload == {"step": 1} and cursor.journal == ()
+    assert cursor.payload == {"step": 1} and not cursor.journal
 
 
 # ------------------------------------------------------------------------------- poll
@@ -382,7 +385,7 @@ def test_poll_waits_in_state_only_rounds_that_cost_no_round() -> None:
 
 
 def test_poll_times_out_after_its_deadline() -> None:
-    cursor = Cursor((), PendingPoll(step_fp(ready), 1010))
+    cursor = Cursor(Journal(), PendingPoll(step_fp(ready), 1010))
     machine = modern(cursor)
     machine.next(POLL)
     with pytest.raises(PollTimeout, match=r"ready.*10 s"):
@@ -400,7 +403,7 @@ def test_live_poll_polls_again_after_each_turn() -> None:
 
 
 def test_a_recorded_poll_replays_without_polling() -> None:
-    cursor = Cursor((StepResult(step_fp(ready), "done"),), Pending({}), 1)
+    cursor = Cursor(Journal((StepResult(step_fp(ready), "done"),)), Pending({}), 1)
     machine = modern(cursor)
     assert machine.next(POLL) == Feed("done")
 
@@ -424,7 +427,7 @@ def test_a_machine_only_moves_along_the_table() -> None:
     # Walk a flow that uses every kind of need; every _go() call looks its event up in the
     # table, so a move missing from it would raise here.
     cursor = Cursor(
-        (answered("input-0", ASK_NAME, ADA),), Pending({"input-1": ASK_YES.fingerprint}), 1
+        Journal((answered("input-0", ASK_NAME, ADA),)), Pending({"input-1": ASK_YES.fingerprint}), 1
     )
     machine = modern(cursor, {"input-1": {"action": "accept", "content": {"ok": "x"}}})
     machine.next(single("input-0", ASK_NAME))
@@ -451,9 +454,11 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
 
 def test_replayed_gives_a_matching_single_answer_and_moves_on_after_the_last() -> None:
     name, yes = ElicitResult("accept", {"name": "Ada"}), ElicitResult("accept", {"ok": True})
-    journal = (
-        AnsweredOne("input-0", ASK_NAME.fingerprint, name),
-        AnsweredOne("input-1", ASK_YES.fingerprint, yes),
+    journal = Journal(
+        (
+            AnsweredOne("input-0", ASK_NAME.fingerprint, name),
+            AnsweredOne("input-1", ASK_YES.fingerprint, yes),
+        )
     )
     cursor = Cursor(journal, flow_id=b"flow-id!")
     # A changed request (another fingerprint), a batch of one, a step: not replayed here.
@@ -461,7 +466,7 @@ def test_replayed_gives_a_matching_single_answer_and_moves_on_after_the_last() -
     assert modern(cursor).replayed(Ask({"input-0": ASK_NAME})) is UNMATCHED
     assert modern(cursor).replayed(STEP) is UNMATCHED
     # An entry recorded under another key (the n-th request yielded alone is `input-n`).
-    moved = Cursor((AnsweredOne("input-1", ASK_NAME.fingerprint, name), *journal))
+    moved = Cursor(Journal((AnsweredOne("input-1", ASK_NAME.fingerprint, name), *journal)))
     assert modern(moved).replayed(ASK_NAME) is UNMATCHED
     machine = modern(cursor)
     assert machine.replayed(ASK_NAME) == name and machine.phase is REPLAYING
@@ -483,7 +488,7 @@ def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> N
     assert fed == Feed(ElicitResult("accept", {"name": "Ada"}))  # the answer, not a dict
     assert machine.next(Ask({"input-1": ASK_YES}, single=True)) == Suspend({"input-1": ASK_YES})
     cursor = machine.checkpoint()
-    assert cursor.journal == (
+    assert tuple(cursor.journal) == (
         AnsweredOne("input-0", ASK_NAME.fingerprint, ElicitResult("accept", {"name": "Ada"})),
     )
     replay = modern(cursor, {"input-1": OK})

@@ -85,7 +85,10 @@ async def second_round_token(runtime: Runtime, **kw: Any) -> str:
     return second.request_state
 
 
-async def assert_rejected(runtime: Runtime, token: str, handler=two_asks, **kw: Any) -> str:
+async def assert_rejected(
+    runtime: Runtime, token: str, handler=two_asks, *, handler_ran: bool = False, **kw: Any
+) -> str:
+    """The reason *runtime* refuses *token*; no handler code runs unless *handler_ran*."""
     entered.clear()
     with pytest.raises(InvalidRequestState) as caught:
         await runtime.advance(
@@ -95,7 +98,8 @@ async def assert_rejected(runtime: Runtime, token: str, handler=two_asks, **kw: 
             request_state=token,
             **kw,
         )
-    assert entered == [], "handler code ran before the state was verified"
+    if not handler_ran:
+        assert entered == [], "handler code ran before the state was verified"
     error = caught.value
     assert (error.code, error.message, error.data) == (
         -32602,
@@ -392,7 +396,6 @@ def body(
         (body(payload=DEEP), "depth"),
         (body(journal=[DEEP]), "depth"),
         (cbor2.dumps({"not": "a cursor"}), ""),
-        (body(journal=[[b"\0", 1]]), "fingerprint"),
         (body(journal=b""), "journal"),
         (body(journal=cbor2.dumps({"a": 1})), "journal"),
         (body(counters=(-1, NOW, 600)), "counters"),
@@ -403,9 +406,6 @@ def body(
         (body(pending=[b"\0" * 4, "later"]), "deadline"),
         (body(pending={"k": 5}), ""),
         (body(pending="pause"), "pending"),
-        (body(journal=[[b"\0\0\0\0", 7]]), ""),
-        (body(journal=[{"k": [b"\0\0\0\0"]}]), ""),
-        (body(journal=[[b"\x03\0\0\0", 1, 2]]), ""),
     ],
 )
 async def test_signed_but_malformed_bodies_are_rejected(body: bytes, reason: str) -> None:
@@ -414,6 +414,65 @@ async def test_signed_but_malformed_bodies_are_rejected(body: bytes, reason: str
     got = await assert_rejected(runtime, sign(body, {"user": "u"}))
     assert got.startswith("malformed body")
     assert reason in got.lower()
+
+
+async def closing_asks(ctx: Context, user: str):
+    """`two_asks`, saying when it runs and when it is closed."""
+    entered.append(user)
+    try:
+        name = yield elicit("Name?", NAME)
+        ok = yield elicit(f"Confirm {name.content['name']}?", CONFIRM)
+        yield done((name.content["name"], ok.action))
+    finally:
+        entered.append("closed")
+
+
+NAME_FP = elicit("Name?", NAME).fingerprint
+ADA = [NAME_FP, 0, {"name": "Ada"}]
+
+
+@pytest.mark.parametrize(
+    ("journal", "reason"),
+    [
+        ([[b"\0", 1]], "fingerprint"),
+        ([[b"\0\0\0\0", 7]], "action 7"),
+        ([[NAME_FP, 7, {"name": "Ada"}]], "action 7"),
+        ([[NAME_FP, 0, "Ada"]], "content"),
+        ([[NAME_FP]], "elicitation answer"),
+        ([[NAME_FP, 0, {}, 1]], "elicitation answer"),
+        ([{"k": [b"\0\0\0\0"]}], "elicitation answer"),
+        ([[b"\x03\0\0\0", 1, 2]], "unpack"),
+        ([[b"\x07\0\0\0", 1]], "answer kind 7"),
+        ([5], "entry 5"),
+        ([[]], "IndexError"),
+        ([ADA, [NAME_FP, 0, 5]], "content"),  # the second entry: read at the second ask
+    ],
+)
+async def test_a_malformed_journal_entry_is_refused_when_the_replay_reads_it(
+    journal: list[Any], reason: str
+) -> None:
+    # The token is verified before anything runs; each journal entry's shape is checked when
+    # the replay reaches it, so the handler runs up to that yield, and is closed.
+    clock = Clock(NOW)
+    runtime = Runtime([KEY], clock=clock)
+    token = sign(body(journal=journal), {"user": "u"}, closing_asks)
+    got = await assert_rejected(runtime, token, closing_asks, handler_ran=True)
+    assert got.startswith("malformed body") and reason in got
+    assert entered == ["u", "closed"]
+
+
+async def test_entries_a_diverged_replay_never_reads_are_not_checked() -> None:
+    # replay="reask": the flow asks something else than the first entry records, so the
+    # journal is dropped from there, unread (the malformed second entry with it), and the
+    # client is asked again.
+    token = sign(body(journal=[[b"\0\1\2\3", 0], 5]), {"user": "u"}, closing_asks)
+    runtime = Runtime([KEY], clock=Clock(NOW))
+    out = await runtime.advance(
+        closing_asks, {"user": "u"}, input_responses=NAME_ANSWER, request_state=token
+    )
+    assert isinstance(out, InputRequired) and list(out.input_requests) == ["input-0"]
+    info = runtime.inspect(closing_asks, {"user": "u"}, out.request_state or "")
+    assert info.entries == 0
 
 
 async def test_a_signed_wellformed_body_is_accepted() -> None:

@@ -30,7 +30,7 @@ from mrtr_trio import (
     step,
     step_key,
 )
-from mrtr_trio._journal import Cursor, StepResult, step_fingerprint
+from mrtr_trio._journal import Cursor, Journal, StepResult, step_fingerprint
 from mrtr_trio._token import Keyring, StateCodec
 
 from .flows import CONFIRM, NAME, YES, Ledger, paying
@@ -98,10 +98,10 @@ def test_step_key_material_binding_flow_journal_and_position() -> None:
     assert key != codec.step_key(flow, b"\2" * 32, 0)  # other arguments, handler or bind
     assert key != codec.step_key(Cursor(flow_id=b"flow-two"), binding, 0)
     assert key != codec.step_key(flow, binding, 1)
-    ran = (StepResult(step_fingerprint(print), 1),)
+    ran = Journal((StepResult(step_fingerprint(print), 1),))
     journaled = codec.step_key(Cursor(ran, flow_id=b"flow-one"), binding, 0)
     assert key != journaled  # another journal before the step
-    other = (StepResult(step_fingerprint(print), 2),)
+    other = Journal((StepResult(step_fingerprint(print), 2),))
     assert journaled != codec.step_key(Cursor(other, flow_id=b"flow-one"), binding, 0)
     other_key = StateCodec(Keyring([b"t" * 32]), ttl=60, max_state_bytes=65536)
     assert key != other_key.step_key(flow, binding, 0)

@@ -5,10 +5,11 @@ A **journal** has one entry per yield the client has already seen through: an `A
 holds the answers to an ask (none for a `pause()`; `AnsweredOne` for a request yielded on its
 own, the common case), a `StepResult` the value of a `step` or `poll`. Each entry carries
 the short fingerprint of the request or step it answers, so a replay can tell that the handler
-now does something else. The **pending** point is the yield the client is answering this round
-(`Pending`, or `PendingPoll` for a `poll` waiting on the outside world). A `Cursor` holds
-both, with the round count and the return-style payload: everything a retry needs to continue a
-flow in a fresh process.
+now does something else. A `Journal` holds the entries in order (one read from a token makes
+each entry only when a replay reads it: `_token`'s `EncodedJournal`). The **pending** point
+is the yield the client is answering this round (`Pending`, or `PendingPoll` for a `poll`
+waiting on the outside world). A `Cursor` holds both, with the round count and the
+return-style payload: everything a retry needs to continue a flow in a fresh process.
 
 Values a journal holds must survive CBOR: `recordable` gives a value as it will read back, so
 both eras feed handlers exactly the same thing.
@@ -20,8 +21,8 @@ decides what to do with one.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Mapping
-from typing import Any, TypeAlias
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias, overload
 
 import attrs
 import cbor2
@@ -32,11 +33,12 @@ from ._values import KIND_NAMES, Answer, Request, fingerprint_of
 
 __all__ = [
     "MAX_DEPTH",
-    "NOTHING_SEALED",
     "Answered",
     "AnsweredOne",
     "Cursor",
+    "EMPTY_JOURNAL",
     "Entry",
+    "Journal",
     "PAUSED",
     "Pending",
     "PendingPoll",
@@ -148,8 +150,70 @@ class PendingPoll:
     deadline: int | None
 
 
-#: A cursor's `sealed` when no token holds any of its journal yet.
-NOTHING_SEALED = (0, 0, b"")
+class Journal(Sequence[Entry]):
+    """A flow's journal: its entries, in order.
+
+    This class holds entries made in memory (a round's new ones, a test's). A journal read from
+    a token is an [EncodedJournal][mrtr_trio._token.EncodedJournal], which makes each entry only
+    when it is read, and keeps the token's encoding for the next token. Both follow one rule:
+    the *n*-th request a flow yields on its own is asked under `input-n` (see `single_key`),
+    and only an `AnsweredOne` under that key answers it.
+    """
+
+    __slots__ = ("_entries",)
+
+    def __init__(self, entries: Iterable[Entry] = ()) -> None:
+        self._entries = tuple(entries)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} entries)"
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Entry, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | tuple[Entry, ...]:
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(len(self))))
+        return self._entries[index]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Journal):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(tuple(self))
+
+    def answer(self, position: int, singles: int, fingerprint: bytes) -> Answer | None:
+        """The recorded answer when the entry at *position* answers the flow's request yielded
+        on its own as its *singles*-th (asked under `input-{singles}`), whose fingerprint is
+        *fingerprint*; `None` when it records anything else."""
+        entry = self[position]
+        if (
+            type(entry) is AnsweredOne
+            and entry.fingerprint == fingerprint
+            and entry.key == single_key(singles)
+        ):
+            return entry.answer
+        return None
+
+    def head(self, length: int) -> Journal:
+        """The first *length* entries."""
+        return self if length >= len(self) else Journal(self[:length])
+
+    def then(self, entries: Sequence[Entry]) -> Journal:
+        """This journal followed by *entries*."""
+        return Journal((*self._entries, *entries)) if entries else self
+
+
+#: The journal of a flow that has not been answered anything yet.
+EMPTY_JOURNAL = Journal()
 
 
 @attrs.frozen
@@ -161,20 +225,17 @@ class Cursor:
     tells one flow from another with the same arguments (step idempotency keys are derived
     from it).
 
-    Set when a cursor is read from a token, for the codec's use only: `sealed`, how much of
-    `journal` the token holds in encoded form (the number of leading entries, how many of
-    them are single-request asks, and their encoding), which sealing the next token reuses
-    instead of encoding them again; `key_id`, the key that verified it; `token_id`, its tag.
+    Set when a cursor is read from a token, for the codec's use only: `key_id`, the key that
+    verified it; `token_id`, its tag.
     """
 
-    journal: tuple[Entry, ...] = ()
+    journal: Journal = EMPTY_JOURNAL
     pending: Pending | PendingPoll | None = None
     rounds: int = 0
     payload: Any = None
     issued_at: int = 0
     lifetime: int = 0
     flow_id: bytes = b""
-    sealed: tuple[int, int, bytes] = attrs.field(default=NOTHING_SEALED, repr=False)
     key_id: bytes = attrs.field(default=b"", repr=False, eq=False)
     token_id: bytes = attrs.field(default=b"", repr=False, eq=False)
 

@@ -53,6 +53,7 @@ import attrs
 
 from ._errors import (
     InvalidInputResponse,
+    InvalidRequestState,
     MissingCapability,
     MrtrError,
     NondeterminismError,
@@ -61,7 +62,7 @@ from ._errors import (
 )
 from ._flow import Ask, Need, Poll, Step
 from ._journal import (
-    NOTHING_SEALED,
+    EMPTY_JOURNAL,
     PAUSED,
     Answered,
     AnsweredOne,
@@ -294,6 +295,7 @@ class Replay:
         "_cursor",
         "_journal",
         "_kept",
+        "_length",
         "_payload",
         "_pending",
         "_polling",
@@ -323,7 +325,8 @@ class Replay:
         self.rules = rules
         self.rounds = cursor.rounds
         self._cursor = cursor
-        self._journal = cursor.journal if replayable else ()
+        self._journal = cursor.journal if replayable else EMPTY_JOURNAL
+        self._length = len(self._journal)
         self._pending = cursor.pending
         self._payload = cursor.payload
         self._responses = responses
@@ -338,7 +341,7 @@ class Replay:
         self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
         self._running: Step | Poll | None = None
         self._polling: PendingPoll | None = None
-        if self._journal:
+        if self._length:
             self.phase = REPLAYING
         elif self._pending is not None:
             self.phase = PENDING
@@ -382,15 +385,18 @@ class Replay:
         driver asks `next`."""
         if self.phase is REPLAYING and type(need) in _REQUEST_KINDS:
             position = self._position
-            entry = self._journal[position]
-            if (
-                type(entry) is AnsweredOne
-                and need.fingerprint == entry.fingerprint  # type: ignore[union-attr]
-                and entry.key == single_key(self._singles)
-            ):
+            try:
+                answer = self._journal.answer(position, self._singles, need.fingerprint)  # type: ignore[union-attr]
+            except InvalidRequestState:  # a malformed entry in a token that verified
+                self.phase = ERROR
+                raise
+            if answer is not None:
                 self._singles += 1
-                self._advance(position)
-                return entry.answer
+                # `_advance`, inlined: this runs once per replayed answer.
+                self._position = position = position + 1
+                if position == self._length:
+                    self._spent()
+                return answer
         return UNMATCHED
 
     def ran(self, value: Any) -> Feed:
@@ -512,30 +518,25 @@ class Replay:
         """The journal up to the current need, with the flow's identity (what a step's
         idempotency key is derived from), and with *pending* what a checkpoint holds."""
         cursor = self._cursor
-        journal = self._journal
-        if self._position < len(journal):
-            journal = journal[: self._position]
-        if self._recorded:
-            journal = journal + tuple(self._recorded)
-        # The token this call came with holds the journal it replayed, encoded: reuse that,
-        # unless the flow diverged from it.
-        sealed = cursor.sealed if self._position == len(self._journal) else NOTHING_SEALED
+        journal = self._journal.head(self._position).then(self._recorded)
         return Cursor(
             journal,
             pending,
             self.rounds,
             self._payload,
             flow_id=cursor.flow_id,
-            sealed=sealed,
             key_id=cursor.key_id,
         )
 
     # ------------------------------------------------------------------------ the phases
 
     def _replay(self, need: Need) -> Action:
-        journal = self._journal
         position = self._position
-        entry = journal[position]
+        try:
+            entry = self._journal[position]
+        except InvalidRequestState:  # a malformed entry in a token that verified
+            self.phase = ERROR
+            raise
         value = _recorded_value(entry, need)
         if value is _MISMATCH:
             return self._diverge(_describe_entry(entry), need)
@@ -545,8 +546,11 @@ class Replay:
     def _advance(self, position: int) -> None:
         """The entry at *position* matched: move past it (out of the journal after the last)."""
         self._position = position = position + 1
-        if position < len(self._journal):  # "need matches the next entry": phase unchanged
-            return
+        if position == self._length:  # (else "need matches the next entry": phase unchanged)
+            self._spent()
+
+    def _spent(self) -> None:
+        """The journal's last entry matched: on to the pending point, or live."""
         if self._pending is not None:
             self._go("journal spent, a point is pending")
         else:

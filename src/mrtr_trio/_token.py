@@ -29,7 +29,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, overload
 
 import attrs
 import blake3
@@ -38,18 +38,18 @@ import cbor2
 from ._errors import InvalidRequestState, MrtrError
 from ._journal import (
     PAUSED,
-    SINGLE_KEYS,
     Answered,
     AnsweredOne,
     Cursor,
     Entry,
+    Journal,
     Pending,
     PendingPoll,
     StepResult,
     StrictDecoder,
     single_key,
 )
-from ._util import Memo, slot_setter
+from ._util import Memo
 from ._values import (
     ACTIONS,
     FINGERPRINT_BYTES,
@@ -67,6 +67,7 @@ from ._values import (
 
 __all__ = [
     "FLOW_ID_BYTES",
+    "EncodedJournal",
     "Keyring",
     "MIN_KEY_BYTES",
     "StateCodec",
@@ -249,71 +250,168 @@ def _entry_to_cbor(entry: Entry, singles: int) -> tuple[Any, int]:
     }, singles
 
 
-def _entries_from_cbor(data: Any) -> tuple[tuple[Entry, ...], int]:
-    """The entries, and how many of them are single-request asks.
+def _entry_from_cbor(item: Any, singles: int) -> Entry:
+    """The entry *item* encodes, its shape checked (its values were checked when they
+    arrived, and the token is verified); *singles* asks of one request come before it."""
+    if type(item) is list:
+        fp = _fp(item[0])
+        if fp[0] == _STEP_KIND:
+            (value,) = item[1:]
+            return StepResult(fp, value)
+        return AnsweredOne(single_key(singles), fp, _answer_from_fields(fp[0], item[1:]))
+    if type(item) is not dict:
+        raise ValueError(f"bad journal entry {item!r}")
+    if not item:
+        return PAUSED
+    prints, answers = {}, {}
+    for key, (fp, *fields) in item.items():
+        prints[key] = fp = _fp(fp)
+        answers[key] = _answer_from_fields(fp[0], fields)
+    return Answered(prints, answers)
 
-    One pass that checks each entry's shape while it builds it (this runs for every entry of
-    every retry): the commonest entry, an elicitation answer, is checked and built inline,
-    its two objects written slot by slot (the token is verified and its values were checked
-    when they arrived: the shape is checked here, not the values again)."""
-    if type(data) is not list:
-        raise ValueError("the journal is not an array")
-    entries: list[Entry] = []
-    append = entries.append
-    singles = 0
-    keys = SINGLE_KEYS
-    for item in data:
-        if type(item) is list:
-            fp = item[0]
-            if type(fp) is not bytes or len(fp) != FINGERPRINT_BYTES:
-                raise ValueError(f"bad fingerprint {fp!r}")
-            kind = fp[0]
+
+def _is_single(item: Any) -> bool:
+    """Whether a journal item is an ask of one request: an array that is not a step's (or a
+    malformed one, which is refused when it is read)."""
+    if type(item) is not list:
+        return False
+    fp = item[0] if item else None
+    return not (type(fp) is bytes and fp[:1] == _STEP_PREFIX)
+
+
+_STEP_PREFIX = bytes((_STEP_KIND,))
+_ELICIT_KIND = KIND_CODES["elicitation/create"]
+#: Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] for a reason (logging it, or not).
+Reject = Callable[[str], NoReturn]
+
+
+def _refuse(reason: str) -> NoReturn:
+    raise InvalidRequestState(reason)
+
+
+class EncodedJournal(Journal):
+    """A journal read from a token: its entries as the token's CBOR items, each made into an
+    [Entry][mrtr_trio._journal.Entry] only when it is read, so a retry builds only what its
+    replay does not answer on the spot; and their encoding, which sealing the next token
+    reuses. Entries added after them (`then`) are held in memory.
+
+    An item's shape is checked when it is read: a malformed one, in a token that verified,
+    is refused through *reject* (an [InvalidRequestState][mrtr_trio.InvalidRequestState],
+    "malformed body"). Items never read (a flow that diverged before them) are not checked.
+    """
+
+    __slots__ = ("_counted", "_encoded", "_items", "_reject", "_singles")
+
+    def __init__(
+        self,
+        items: list[Any],
+        encoded: bytes,
+        reject: Reject = _refuse,
+        entries: Sequence[Entry] = (),
+    ) -> None:
+        super().__init__(entries)
+        self._items = items
+        self._encoded = encoded
+        self._reject = reject
+        # The asks of one request among the first `_counted` items (see `_singles_before`):
+        # where the last read stopped, so that reading in order counts each item once.
+        self._counted = 0
+        self._singles = 0
+
+    def __len__(self) -> int:
+        return len(self._items) + len(self._entries)
+
+    @overload
+    def __getitem__(self, index: int) -> Entry: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Entry, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Entry | tuple[Entry, ...]:
+        if isinstance(index, slice):
+            return super().__getitem__(index)
+        size = len(self._items)
+        if index < 0:
+            index += len(self)
+        if index >= size:
+            return self._entries[index - size]
+        if index < 0:
+            raise IndexError("journal index out of range")
+        try:
+            return _entry_from_cbor(self._items[index], self._singles_before(index))
+        except Exception as problem:  # whatever a signed but absurd item trips over
+            self._reject(f"malformed body ({_problem(problem)})")
+
+    def answer(self, position: int, singles: int, fingerprint: bytes) -> Answer | None:
+        # The commonest entry, an elicitation's answer, is checked and built here, as
+        # `_entry_from_cbor` would (without the entry around it); anything else is read as an
+        # entry, and checked there.
+        try:
+            item = self._items[position]
+        except IndexError:  # past the items: an entry held in memory
+            return super().answer(position, singles, fingerprint)
+        if position != self._counted:  # (reads in order find the count ready)
+            self._singles_before(position)
+        if singles == self._singles and fingerprint[0] == _ELICIT_KIND and type(item) is list:
             size = len(item)
-            if kind == 0 and (size == 3 or size == 2):
-                # `_elicit_result`, inlined: a call per entry is ~5% of a long journal's round.
-                code = item[1]
-                content = item[2] if size == 3 else None
-                if type(code) is not int or not 0 <= code < len(ACTIONS):
-                    raise ValueError(f"bad elicitation action {code!r}")
-                if content is not None and type(content) is not dict:
-                    raise ValueError("bad elicitation content")
-                answer: Answer = trusted_elicit_result(ACTIONS[code], content)
-            elif kind == _STEP_KIND:
-                (value,) = item[1:]
-                append(StepResult(fp, value))
-                continue
+            if size == 3:
+                fp, code, content = item
+                if type(content) is not dict:
+                    fp = None
+            elif size == 2:
+                fp, code = item
+                content = None
             else:
-                answer = _answer_from_fields(kind, item[1:])
-            entry = _new(AnsweredOne)
-            _set_key(entry, keys[singles] if singles < len(keys) else single_key(singles))
-            _set_fingerprint(entry, fp)
-            _set_answer(entry, answer)
-            append(entry)
-            singles += 1
-        elif not item:
-            append(PAUSED)
-        else:
-            prints, answers = {}, {}
-            for key, (fp, *fields) in item.items():
-                prints[key] = fp = _fp(fp)
-                answers[key] = _answer_from_fields(fp[0], fields)
-            append(Answered(prints, answers))
-    return tuple(entries), singles
+                fp = code = content = None
+            if fp == fingerprint and type(code) is int and 0 <= code < len(ACTIONS):
+                self._counted, self._singles = position + 1, singles + 1
+                return trusted_elicit_result(ACTIONS[code], content)
+        return super().answer(position, singles, fingerprint)
+
+    def head(self, length: int) -> Journal:
+        size = len(self._items)
+        if length < size:
+            return Journal(self[:length])
+        return self._followed_by(self._entries[: length - size]) if length < len(self) else self
+
+    def then(self, entries: Sequence[Entry]) -> Journal:
+        return self._followed_by((*self._entries, *entries)) if entries else self
+
+    def sealed(self) -> tuple[bytes, int, tuple[Entry, ...]]:
+        """What sealing this journal reuses: the items' encoding and how many of them are asks
+        of one request; and the entries after them, to encode."""
+        return self._encoded, self._singles_before(len(self._items)), self._entries
+
+    def _followed_by(self, entries: Sequence[Entry]) -> EncodedJournal:
+        journal = EncodedJournal(self._items, self._encoded, self._reject, entries)
+        journal._counted, journal._singles = self._counted, self._singles
+        return journal
+
+    def _singles_before(self, position: int) -> int:
+        """How many of the items before *position* are asks of one request (the next one's key
+        is `input-N`, N that count). Items read in order are counted once."""
+        counted, singles = self._counted, self._singles
+        if position < counted:
+            counted = singles = 0
+        items = self._items
+        for index in range(counted, position):
+            singles += _is_single(items[index])
+        self._counted, self._singles = position, singles
+        return singles
 
 
-_new = object.__new__
-_set_key = slot_setter(AnsweredOne, "key")
-_set_fingerprint = slot_setter(AnsweredOne, "fingerprint")
-_set_answer = slot_setter(AnsweredOne, "answer")
+def _problem(problem: Exception) -> str:
+    return str(problem) if type(problem) is ValueError else f"{type(problem).__name__}: {problem}"
 
 
-def _encode_journal(cursor: Cursor) -> bytes:
-    """The journal's bstr content, reusing the encoding of the entries the cursor was read
-    with."""
-    done, singles, encoded = cursor.sealed
-    journal = cursor.journal
+def _encode_journal(journal: Journal) -> bytes:
+    """The journal's bstr content, reusing the encoding of the entries it was read with."""
+    if type(journal) is EncodedJournal:
+        encoded, singles, new = journal.sealed()
+    else:
+        encoded, singles, new = b"", 0, tuple(journal)
     parts = [_array_header(len(journal)), encoded]
-    for entry in journal[done:]:
+    for entry in new:
         value, singles = _entry_to_cbor(entry, singles)
         parts.append(cbor2.dumps(value))
     return b"".join(parts)
@@ -393,7 +491,7 @@ def encode_cursor(cursor: Cursor, issued_at: int, lifetime: int) -> bytes:
             cursor.rounds,
             issued_at,
             lifetime,
-            _encode_journal(cursor),
+            _encode_journal(cursor.journal),
             _pending_to_cbor(cursor.pending),
             cursor.payload,
             cursor.flow_id,
@@ -401,9 +499,13 @@ def encode_cursor(cursor: Cursor, issued_at: int, lifetime: int) -> bytes:
     )
 
 
-def decode_cursor(body: bytes, key_id: bytes = b"", token_id: bytes = b"") -> Cursor:
+def decode_cursor(
+    body: bytes, key_id: bytes = b"", token_id: bytes = b"", reject: Reject = _refuse
+) -> Cursor:
     """The cursor from its CBOR (read from the token *token_id*, verified by the key *key_id*);
-    `ValueError` when the body is not one."""
+    `ValueError` when the body is not one. Its journal's entries are checked when they are
+    read, and *reject* refuses a malformed one (see
+    [EncodedJournal][mrtr_trio._token.EncodedJournal])."""
     try:
         decoder = StrictDecoder()
         rounds, issued_at, lifetime, journal, pending, payload, flow_id = decoder.loads(body)
@@ -413,17 +515,17 @@ def decode_cursor(body: bytes, key_id: bytes = b"", token_id: bytes = b"") -> Cu
             raise ValueError("bad flow id")
         if type(journal) is not bytes or not journal:
             raise ValueError("bad journal")
-        entries, singles = _entries_from_cbor(decoder.loads(journal))
-        sealed = (len(entries), singles, journal[_header_length(journal[0]) :])
+        items = decoder.loads(journal)
+        if type(items) is not list:
+            raise ValueError("the journal is not an array")
         return Cursor(
-            entries,
+            EncodedJournal(items, journal[_header_length(journal[0]) :], reject),
             _pending_from_cbor(pending),
             rounds,
             payload,
             issued_at,
             lifetime,
             flow_id,
-            sealed,
             key_id,
             token_id,
         )
@@ -678,7 +780,7 @@ class StateCodec:
         """The idempotency key of the step at *position* in *cursor*'s journal (the journal is
         the one before the step), for the flow bound to *binding*."""
         material = b"".join(
-            (cursor.flow_id, binding, position.to_bytes(8, "big"), _encode_journal(cursor))
+            (cursor.flow_id, binding, position.to_bytes(8, "big"), _encode_journal(cursor.journal))
         )
         return self.keyring.step_key(cursor.key_id, material)
 
@@ -701,7 +803,7 @@ class StateCodec:
             )
         opened = self.keyring.verify(_strict_b64decode(token), binding)
         try:
-            cursor = decode_cursor(opened.body, opened.key_id, opened.tag)
+            cursor = decode_cursor(opened.body, opened.key_id, opened.tag, self.reject)
         except ValueError as problem:
             raise InvalidRequestState(f"malformed body ({problem})") from None
         if not check_expiry:
