@@ -1,12 +1,15 @@
-"""Journals: made in memory, or read from a token's CBOR one entry at a time.
+"""Journals: made in memory, or read from a token's CBOR one entry at a time; and the
+strict decoder that reads them.
 
 An [EncodedJournal][mrtr_trio._token.EncodedJournal] must read back exactly the entries it
 was sealed from, answer a replay as the journal made in memory would, keep its encoding for
-the next token, and refuse a malformed entry (in a token that verified) when it is read.
+the next token, and refuse a malformed entry (in a token that verified) when it is read. Each
+thread decodes with a decoder of its own, which a failure leaves as good as new.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any, NoReturn
 
 import cbor2
@@ -20,8 +23,10 @@ from mrtr_trio._journal import (
     Entry,
     Journal,
     StepResult,
+    StrictDecoder,
     single_key,
     step_fingerprint,
+    strict_decoder,
     strict_loads,
 )
 from mrtr_trio._token import EncodedJournal, _encode_journal
@@ -190,3 +195,67 @@ def test_a_malformed_item_is_refused_when_it_is_read(item: Any, reason: str) -> 
 def test_the_count_of_single_asks_survives_malformed_items() -> None:
     journal = encoded([5, [], {"k": 1}, [b"\0"], ADA], raw=True)
     assert journal.answer(4, 2, ASKS[0].fingerprint) == accept(1)
+
+
+# ------------------------------------------------------------------ the thread's decoder
+
+
+def test_each_thread_decodes_with_a_decoder_of_its_own() -> None:
+    values = [{"n": n, "s": "x" * n, "l": list(range(n))} for n in range(50)]
+    encoded_values = [cbor2.dumps(v) for v in values]
+    mine = strict_decoder()
+    assert strict_decoder() is mine and strict_decoder(8) is not mine
+    seen: dict[str, Any] = {}
+    failures: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def decode(name: str) -> None:
+        try:
+            start.wait()
+            seen[name] = strict_decoder()
+            for _ in range(200):
+                assert [strict_loads(e) for e in encoded_values] == values
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=decode, args=(f"t{n}",)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert len({id(d) for d in seen.values()} | {id(mine)}) == 5
+
+
+def test_a_decode_inside_a_decode_gets_a_decoder_of_its_own() -> None:
+    # Code that runs while the thread's decoder is busy (here a tag hook; in real life a
+    # finalizer) may decode too.
+    decoder = StrictDecoder()
+
+    def hook(tag: cbor2.CBORTag, immutable: bool) -> Any:
+        return decoder.loads(cbor2.dumps(["inner", tag.value]))
+
+    decoder._decoder.tag_hook = hook
+    assert decoder.loads(cbor2.dumps([1, cbor2.CBORTag(9999, "x"), 2])) == [1, ["inner", "x"], 2]
+    assert decoder.loads(cbor2.dumps([3])) == [3]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"\x81" * 40 + b"\x00",  # too deep
+        cbor2.dumps([[[cbor2.CBORTag(1, 0)]]]),  # a tag, deep inside
+        cbor2.dumps([[[1, 2, 3]]])[:-1],  # cut short
+        b"\xa2\x01\x01\x01\x02",  # a duplicate key
+        cbor2.dumps([1]) + b"\x00",  # trailing
+    ],
+)
+def test_a_decoder_that_failed_decodes_the_next_input_as_a_fresh_one(bad: bytes) -> None:
+    decoder = strict_decoder()
+    deepest: Any = 0
+    for _ in range(31):  # the deepest nesting allowed
+        deepest = [deepest]
+    with pytest.raises((ValueError, cbor2.CBORDecodeError)):
+        decoder.loads(bad)
+    assert decoder.loads(cbor2.dumps(deepest)) == deepest
+    assert decoder.loads(cbor2.dumps({"a": [1, {"b": 2}]})) == {"a": [1, {"b": 2}]}

@@ -21,6 +21,7 @@ decides what to do with one.
 from __future__ import annotations
 
 import io
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeAlias, overload
 
@@ -52,6 +53,7 @@ __all__ = [
     "recordable",
     "single_key",
     "step_fingerprint",
+    "strict_decoder",
     "strict_loads",
 ]
 
@@ -263,17 +265,37 @@ _NO_TAGS = dict.fromkeys(_BUILTIN_TAGS, _reject_tag)
 def strict_loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
     """Decode CBOR with tight limits: no tags (so nothing but plain JSON-like values and bytes),
     no indefinite lengths, no duplicate keys, small depth, and no trailing bytes."""
-    return StrictDecoder(max_depth).loads(data)
+    return strict_decoder(max_depth).loads(data)
+
+
+def strict_decoder(max_depth: int = MAX_DEPTH) -> StrictDecoder:
+    """This thread's `StrictDecoder` for *max_depth*. Making a decoder costs about as much as
+    decoding a short value, and a decode runs to its end without yielding to other code, so
+    one per thread serves every call."""
+    decoders = _THREAD.decoders
+    decoder = decoders.get(max_depth)
+    if decoder is None:
+        decoder = decoders[max_depth] = StrictDecoder(max_depth)
+    return decoder
+
+
+class _Thread(threading.local):
+    def __init__(self) -> None:
+        self.decoders: dict[int, StrictDecoder] = {}
+
+
+_THREAD = _Thread()
 
 
 class StrictDecoder:
-    """`strict_loads` for several byte strings in turn, through one decoder: making a decoder
-    costs about as much as decoding a short value, and a token's body holds its journal as a
-    second CBOR text."""
+    """`strict_loads` for several byte strings in turn, through one decoder (see
+    `strict_decoder`)."""
 
-    __slots__ = ("_decoder",)
+    __slots__ = ("_busy", "_decoder", "_max_depth")
 
     def __init__(self, max_depth: int = MAX_DEPTH) -> None:
+        self._max_depth = max_depth
+        self._busy = False
         self._decoder = cbor2.CBORDecoder(
             _NO_INPUT,
             tag_hook=_reject_tag,
@@ -286,9 +308,15 @@ class StrictDecoder:
 
     def loads(self, data: bytes) -> Any:
         """*data* decoded (see `strict_loads`)."""
+        if self._busy:  # called from code run inside a decode (a finalizer, say)
+            return StrictDecoder(self._max_depth).loads(data)
         decoder = self._decoder
-        decoder.fp = stream = io.BytesIO(data)
-        value = decoder.decode()
+        self._busy = True
+        try:
+            decoder.fp = stream = io.BytesIO(data)
+            value = decoder.decode()
+        finally:
+            self._busy = False
         if stream.tell() != len(data):
             raise ValueError(f"{len(data) - stream.tell()} trailing bytes")
         return value

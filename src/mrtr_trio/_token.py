@@ -46,8 +46,8 @@ from ._journal import (
     Pending,
     PendingPoll,
     StepResult,
-    StrictDecoder,
     single_key,
+    strict_decoder,
 )
 from ._util import Memo
 from ._values import (
@@ -507,7 +507,7 @@ def decode_cursor(
     read, and *reject* refuses a malformed one (see
     [EncodedJournal][mrtr_trio._token.EncodedJournal])."""
     try:
-        decoder = StrictDecoder()
+        decoder = strict_decoder()
         rounds, issued_at, lifetime, journal, pending, payload, flow_id = decoder.loads(body)
         if not (_is_time(rounds) and _is_time(issued_at) and _is_time(lifetime)):
             raise ValueError("bad counters")
