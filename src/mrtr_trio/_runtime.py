@@ -191,7 +191,8 @@ class Runtime:
         a token as usual.
 
         Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] before any handler code
-        runs when the token fails verification,
+        runs when the token fails verification (and, for a token that verified, when the replay
+        reads a malformed journal entry),
         [InvalidInputResponse][mrtr_trio.InvalidInputResponse] for a malformed answer,
         [MissingCapability][mrtr_trio.MissingCapability],
         [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded],
