@@ -181,7 +181,11 @@ class Journal(Sequence[Entry]):
 
     def __getitem__(self, index: int | slice) -> Entry | tuple[Entry, ...]:
         if isinstance(index, slice):
-            return tuple(self[i] for i in range(*index.indices(len(self))))
+            return tuple(self._entry(i) for i in range(*index.indices(len(self))))
+        return self._entry(index)
+
+    def _entry(self, index: int) -> Entry:
+        """The entry at *index* (negative: from the end); `IndexError` when there is none."""
         return self._entries[index]
 
     def __eq__(self, other: object) -> bool:

@@ -29,7 +29,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn, overload
+from typing import Any, NoReturn
 
 import attrs
 import blake3
@@ -321,15 +321,7 @@ class EncodedJournal(Journal):
     def __len__(self) -> int:
         return len(self._items) + len(self._entries)
 
-    @overload
-    def __getitem__(self, index: int) -> Entry: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Entry, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> Entry | tuple[Entry, ...]:
-        if isinstance(index, slice):
-            return super().__getitem__(index)
+    def _entry(self, index: int) -> Entry:
         size = len(self._items)
         if index < 0:
             index += len(self)
