@@ -198,6 +198,7 @@ def _bind_fallback(encoder: cbor2.CBOREncoder, value: Any) -> None:
 # (in a pending entry the answer fields are wrapped in one array)
 
 _ACTION_CODES = {action: code for code, action in enumerate(ACTIONS)}
+_ACTION_COUNT = len(ACTIONS)
 _STEP_KIND = KIND_CODES["step"]
 
 
@@ -355,7 +356,7 @@ class EncodedJournal(Journal):
                 content = None
             else:
                 fp = code = content = None
-            if fp == fingerprint and type(code) is int and 0 <= code < len(ACTIONS):
+            if fp == fingerprint and type(code) is int and 0 <= code < _ACTION_COUNT:
                 self._counted, self._singles = position + 1, singles + 1
                 return trusted_elicit_result(ACTIONS[code], content)
         return super().answer(position, singles, fingerprint)
