@@ -15,11 +15,12 @@ from typing import Any, NoReturn
 import cbor2
 import pytest
 
-from mrtr_trio import InvalidRequestState, create_message, elicit, list_roots
+from mrtr_trio import InvalidRequestState, create_message, elicit, list_roots, step
 from mrtr_trio._journal import (
     PAUSED,
     Answered,
     AnsweredOne,
+    Cursor,
     Entry,
     Journal,
     StepResult,
@@ -29,6 +30,7 @@ from mrtr_trio._journal import (
     strict_decoder,
     strict_loads,
 )
+from mrtr_trio._replay import ERROR, Replay, Rules
 from mrtr_trio._token import EncodedJournal, _encode_journal
 from mrtr_trio._values import CreateMessageResult, ElicitResult, ListRootsResult, Root
 
@@ -190,6 +192,19 @@ def test_a_malformed_item_is_refused_when_it_is_read(item: Any, reason: str) -> 
     # an array that is not a step's counts as a single ask.
     before = 1 + (isinstance(item, list) and item[:1] != [step_fingerprint(lookup)])
     assert journal[2] == AnsweredOne(single_key(before), ADA[0], accept(1))
+
+
+def test_a_replay_that_reads_a_malformed_item_ends_in_error() -> None:
+    journal = encoded([ADA, [ASKS[1].fingerprint, 9]], raw=True)
+    machine = Replay("flow", Rules(8, record=True), Cursor(journal))
+    assert machine.replayed(ASKS[0]) == accept(1)
+    with pytest.raises(InvalidRequestState) as caught:
+        machine.replayed(ASKS[1])
+    assert "action 9" in caught.value.reason and machine.phase is ERROR
+    machine = Replay("flow", Rules(8, record=True), Cursor(encoded([[b"\0"]], raw=True)))
+    with pytest.raises(InvalidRequestState) as caught:
+        machine.next(step(lookup))
+    assert "fingerprint" in caught.value.reason and machine.phase is ERROR
 
 
 def test_the_count_of_single_asks_survives_malformed_items() -> None:

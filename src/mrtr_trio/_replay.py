@@ -392,10 +392,7 @@ class Replay:
                 raise
             if answer is not None:
                 self._singles += 1
-                # `_advance`, inlined: this runs once per replayed answer.
-                self._position = position = position + 1
-                if position == self._length:
-                    self._spent()
+                self._advance(position)
                 return answer
         return UNMATCHED
 
@@ -546,11 +543,8 @@ class Replay:
     def _advance(self, position: int) -> None:
         """The entry at *position* matched: move past it (out of the journal after the last)."""
         self._position = position = position + 1
-        if position == self._length:  # (else "need matches the next entry": phase unchanged)
-            self._spent()
-
-    def _spent(self) -> None:
-        """The journal's last entry matched: on to the pending point, or live."""
+        if position < self._length:  # "need matches the next entry": phase unchanged
+            return
         if self._pending is not None:
             self._go("journal spent, a point is pending")
         else:
