@@ -275,7 +275,8 @@ def strict_loads(data: bytes, max_depth: int = MAX_DEPTH) -> Any:
 def strict_decoder(max_depth: int = MAX_DEPTH) -> StrictDecoder:
     """This thread's `StrictDecoder` for *max_depth*. Making a decoder costs about as much as
     decoding a short value, and a decode runs to its end without yielding to other code, so
-    one per thread serves every call."""
+    one per thread serves every call. (It keeps a reference to its last input until the
+    next.)"""
     decoders = _THREAD.decoders
     decoder = decoders.get(max_depth)
     if decoder is None:
