@@ -475,6 +475,22 @@ async def test_entries_a_diverged_replay_never_reads_are_not_checked() -> None:
     assert info.entries == 0
 
 
+def test_inspect_reads_every_journal_entry() -> None:
+    # A replay reads an entry when it reaches it; inspecting a token reads them all.
+    runtime = Runtime([KEY], clock=Clock(NOW))
+    assert (
+        runtime.inspect(
+            closing_asks, {"user": "u"}, sign(body(journal=[ADA]), {"user": "u"}, closing_asks)
+        ).entries
+        == 1
+    )
+    with pytest.raises(InvalidRequestState) as caught:
+        runtime.inspect(
+            closing_asks, {"user": "u"}, sign(body(journal=[ADA, 5]), {"user": "u"}, closing_asks)
+        )
+    assert caught.value.reason == "malformed body (bad journal entry 5)"
+
+
 async def test_a_signed_wellformed_body_is_accepted() -> None:
     # The control for the test above: the same signing path with a sane body works.
     clock = Clock(NOW)

@@ -249,11 +249,14 @@ class Runtime:
         and say what it holds, without running the handler. *check_expiry=False* reads an
         expired token (to debug it, or to replay recorded tokens offline).
 
-        Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] when it does not verify.
+        Raises [InvalidRequestState][mrtr_trio.InvalidRequestState] when it does not verify,
+        or when an entry of its journal is malformed (every entry is read here; a replay reads
+        them as it reaches them).
         """
         is_generator_handler(handler)
         binding = binding_digest(qualified_name(handler), arguments, bytes(bind))
         cursor = self._codec.open(request_state, binding, check_expiry=check_expiry)
+        entries = tuple(cursor.journal)
         pending = cursor.pending
         keys: tuple[str, ...] = ()
         answered: tuple[str, ...] = ()
@@ -266,7 +269,7 @@ class Runtime:
             rounds=cursor.rounds,
             issued_at=cursor.issued_at,
             expires_at=cursor.issued_at + cursor.lifetime,
-            entries=len(cursor.journal),
+            entries=len(entries),
             pending_keys=keys,
             answered_keys=answered,
             pending_requests=requests,
