@@ -296,11 +296,10 @@ class StrictDecoder:
     """`strict_loads` for several byte strings in turn, through one decoder (see
     `strict_decoder`)."""
 
-    __slots__ = ("_busy", "_decoder", "_max_depth")
+    __slots__ = ("_decoder", "_max_depth")
 
     def __init__(self, max_depth: int = MAX_DEPTH) -> None:
         self._max_depth = max_depth
-        self._busy = False
         self._decoder = cbor2.CBORDecoder(
             _NO_INPUT,
             tag_hook=_reject_tag,
@@ -313,15 +312,12 @@ class StrictDecoder:
 
     def loads(self, data: bytes) -> Any:
         """*data* decoded (see `strict_loads`)."""
-        if self._busy:  # called from code run inside a decode (a finalizer, say)
-            return StrictDecoder(self._max_depth).loads(data)
         decoder = self._decoder
-        self._busy = True
         try:
             decoder.fp = stream = io.BytesIO(data)
-            value = decoder.decode()
-        finally:
-            self._busy = False
+        except RuntimeError:  # "Already borrowed": called from code run inside a decode
+            return StrictDecoder(self._max_depth).loads(data)
+        value = decoder.decode()
         if stream.tell() != len(data):
             raise ValueError(f"{len(data) - stream.tell()} trailing bytes")
         return value
