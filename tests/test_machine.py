@@ -21,6 +21,7 @@ from mrtr_trio import (
     done,
     elicit,
     list_roots,
+    parse_answer,
     poll,
     step,
 )
@@ -281,12 +282,17 @@ def test_one_answer_out_of_turn_is_a_bug_the_machine_names() -> None:
         machine.answered_one(ADA)
 
 
-def test_a_journaled_request_of_its_own_is_still_an_ask() -> None:
-    # Where the answer is journaled (modern), the ask of one keeps its Ask, for the checkpoint.
+def test_a_journaled_request_of_its_own_takes_the_same_path() -> None:
+    # Where the answer is journaled (modern), a request of its own is asked as a OneRequest
+    # too: the checkpoint holds its fingerprint under its key, and its answer is journaled.
     machine = modern()
     action = machine.next(ASK_NAME)
-    assert action == Suspend({"input-0": ASK_NAME}) and type(action.requests) is dict
+    assert action == Suspend({"input-0": ASK_NAME}) and type(action.requests) is OneRequest
     assert machine.checkpoint().pending == Pending({"input-0": ASK_NAME.fingerprint})
+    assert machine.answered_one(ADA) == Feed(parse_answer(ASK_NAME, ADA))
+    assert list(machine.so_far().journal) == [
+        AnsweredOne("input-0", ASK_NAME.fingerprint, parse_answer(ASK_NAME, ADA))
+    ]
 
 
 # ----------------------------------------------------------------------------- modern
@@ -482,20 +488,17 @@ def test_replayed_gives_a_matching_single_answer_and_moves_on_after_the_last() -
 
 
 def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> None:
-    ask = Ask({"input-0": ASK_NAME}, single=True)
     machine = modern(responses={"input-0": ADA})
-    fed = machine.next(ask)
+    fed = machine.next(ASK_NAME)  # a request yielded on its own is named input-0
     assert fed == Feed(ElicitResult("accept", {"name": "Ada"}))  # the answer, not a dict
-    assert machine.next(Ask({"input-1": ASK_YES}, single=True)) == Suspend({"input-1": ASK_YES})
+    assert machine.next(ASK_YES) == Suspend({"input-1": ASK_YES})
     cursor = machine.checkpoint()
     assert tuple(cursor.journal) == (
         AnsweredOne("input-0", ASK_NAME.fingerprint, ElicitResult("accept", {"name": "Ada"})),
     )
     replay = modern(cursor, {"input-1": OK})
-    assert replay.next(ask) == Feed(ElicitResult("accept", {"name": "Ada"}))
-    assert replay.next(Ask({"input-1": ASK_YES}, single=True)) == Feed(
-        ElicitResult("accept", {"ok": True})
-    )
+    assert replay.next(ASK_NAME) == Feed(ElicitResult("accept", {"name": "Ada"}))
+    assert replay.next(ASK_YES) == Feed(ElicitResult("accept", {"ok": True}))
     # The same request asked in a batch of one is another yield: a divergence.
     with pytest.raises(NondeterminismError):
         modern(cursor, strict=True).next(Ask({"input-0": ASK_NAME}))

@@ -195,12 +195,10 @@ def input_required(
 @attrs.frozen
 class Ask:
     """Answers from the client for `requests` (empty: a pause). `payload` is the
-    return-style state to carry to the next round. `single`: one request yielded on its own,
-    whose answer (not a dict of answers) goes back to the handler."""
+    return-style state to carry to the next round."""
 
     requests: Mapping[str, Request]
     payload: Any = None
-    single: bool = False
 
     @property
     def fingerprints(self) -> dict[str, bytes]:
@@ -212,8 +210,8 @@ class Ask:
 PAUSE = Ask({})
 
 #: A request yielded on its own is its own need: the replay machine names it (`input-N`,
-#: see [single_key][mrtr_trio._journal.single_key]) and makes it an `Ask` of one, `single`,
-#: when it does not simply replay its recorded answer (the commonest need: no `Ask` to build).
+#: see [single_key][mrtr_trio._journal.single_key]), and its answer (not a dict of answers)
+#: goes back to the handler.
 Need: TypeAlias = Ask | Request | Step | Poll | Done
 
 

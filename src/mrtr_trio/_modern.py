@@ -99,7 +99,8 @@ async def advance(
     action = await drive(flow, machine, turn, run_step, codec.clock)
     if isinstance(action, Finish):
         return Complete(action.value)
-    return InputRequired(action.requests, codec.seal(machine.checkpoint(), binding))
+    # (A plain dict for the caller, whatever mapping the machine asked with.)
+    return InputRequired(dict(action.requests), codec.seal(machine.checkpoint(), binding))
 
 
 async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) -> None:

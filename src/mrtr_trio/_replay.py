@@ -22,9 +22,10 @@ of a replay, comes from [Replay.replayed][mrtr_trio._replay.Replay.replayed] wit
 - [Suspend][mrtr_trio._replay.Suspend]: the client must take a turn and answer these requests
   (none: a pause, or a poll still waiting). A driver that can wait for the client (live, task)
   reports the answers with `answered`; the modern driver ends the round with a token made from
-  [Replay.checkpoint][mrtr_trio._replay.Replay.checkpoint]. A live request yielded on its own,
-  where nothing is journaled, is suspended on as a [OneRequest][mrtr_trio._replay.OneRequest]
-  (no `Ask`, no dict), whose bare answer may be reported with `answered_one`;
+  [Replay.checkpoint][mrtr_trio._replay.Replay.checkpoint]. A request yielded on its own is
+  named (`input-N`) and handled as a [OneRequest][mrtr_trio._replay.OneRequest] in every phase
+  and era (no `Ask`, no dict): it is suspended on as one, and its bare answer may be reported
+  with `answered_one`;
 - [Finish][mrtr_trio._replay.Finish]: the flow's value.
 
 A modern retry starts **replaying**: each need must match the next journal entry (same kind,
@@ -47,7 +48,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Final, NoReturn, cast
+from typing import Any, Final, NoReturn, TypeAlias, cast
 
 import attrs
 
@@ -60,7 +61,7 @@ from ._errors import (
     PollTimeout,
     RoundLimitExceeded,
 )
-from ._flow import Ask, Need, Poll, Step
+from ._flow import Ask, Done, Need, Poll, Step
 from ._journal import (
     EMPTY_JOURNAL,
     PAUSED,
@@ -212,10 +213,10 @@ class Suspend:
 
 
 class OneRequest(Mapping[str, Request]):
-    """The requests of a live ask of one request yielded on its own, `{key: request}`, held
-    as the key and the request with no dict built: what a live
-    [Suspend][mrtr_trio._replay.Suspend] asks, and what the machine checks the answer
-    against. A driver that asks one request at a time reads `key` and `request`."""
+    """A request yielded on its own, under its generated key: the need the machine makes of
+    it (in every phase and era), and the requests of the [Suspend][mrtr_trio._replay.Suspend]
+    that asks it, `{key: request}` as a mapping with no dict built. A driver that asks one
+    request at a time reads `key` and `request`."""
 
     __slots__ = ("key", "request")
 
@@ -239,6 +240,11 @@ class OneRequest(Mapping[str, Request]):
 
     def __repr__(self) -> str:
         return repr({self.key: self.request})
+
+
+#: A need as the machine works on it: a request yielded on its own is named, as a
+#: [OneRequest][mrtr_trio._replay.OneRequest].
+_Named: TypeAlias = Ask | OneRequest | Step | Poll | Done
 
 
 @attrs.frozen
@@ -361,21 +367,19 @@ class Replay:
 
     def next(self, need: Need) -> Action:
         """What to do about *need*, the handler's latest."""
-        phase = self.phase
-        if type(need) in _REQUEST_KINDS:  # a request yielded on its own: an ask of one
-            key = single_key(self._singles)
+        named: _Named
+        if type(need) in _REQUEST_KINDS:  # a request yielded on its own, under its key
+            named = OneRequest(single_key(self._singles), cast("Request", need))
             self._singles += 1
-            if phase is LIVE and self._responses is None and not self.rules.record:
-                # Live, with nothing to journal: the commonest ask, with no Ask and no dict.
-                one = OneRequest(key, need)  # type: ignore[arg-type]
-                return self._suspend(one, one, _NOTHING, _NOTHING)
-            need = Ask({key: need}, None, True)  # type: ignore[dict-item]
+        else:
+            named = cast("_Named", need)
+        phase = self.phase
         if phase is REPLAYING:
-            return self._replay(need)
+            return self._replay(named)
         if phase is PENDING:
-            return self._at_pending(need)
+            return self._at_pending(named)
         if phase is LIVE:
-            return self._live(need)
+            return self._live(named)
         return self._unexpected(f"a need ({type(need).__name__})")
 
     def replayed(self, need: Need) -> Any:
@@ -442,9 +446,7 @@ class Replay:
             return RunPoll(self._running)  # type: ignore[arg-type]
         ask = self._asking
         if type(ask) is OneRequest:
-            if ask.key in responses:
-                return self.answered_one(responses[ask.key])
-            return self._suspend(ask, ask, _NOTHING, _NOTHING)  # unanswered: ask again
+            return self._take_one(ask, responses, "answered, all valid")
         assert type(ask) is Ask
         return self._take(ask, self._kept, responses, "answered, all valid")
 
@@ -456,18 +458,7 @@ class Replay:
         one = self._asking
         if self.phase is not SUSPENDED or type(one) is not OneRequest:
             return self._unexpected("one answer")
-        request = one.request
-        try:
-            answer = check_answer(one.key, request, raw)
-        except MrtrError:
-            self._fail()
-            raise
-        wrong = content_problems_for(request, answer)
-        if wrong:
-            return self._suspend(one, one, _NOTHING, {one.key: _schema_problem(wrong)})
-        self._asking, self._pushing = None, False
-        self._go("answered, all valid")
-        return Feed(answer)
+        return self._answer_one(one, raw, "answered, all valid")
 
     def push(self, requests: Mapping[str, Request]) -> Suspend:
         """Ask the client *requests* out of turn (a live push-style `await ctx.elicit(...)`);
@@ -503,12 +494,15 @@ class Replay:
             pending = self._polling
         else:
             ask = self._asking
-            assert type(ask) is Ask  # (an ask of one is held as an Ask where it is journaled)
-            pending = Pending(
-                ask.fingerprints,
-                dict(self._kept),
-                None if self._replayable else ask.requests,
-            )
+            if type(ask) is OneRequest:  # (only yield-style flows, which replay, yield one)
+                pending = Pending({ask.key: ask.request.fingerprint})
+            else:
+                assert type(ask) is Ask
+                pending = Pending(
+                    ask.fingerprints,
+                    dict(self._kept),
+                    None if self._replayable else ask.requests,
+                )
         return self.so_far(pending)
 
     def so_far(self, pending: Pending | PendingPoll | None = None) -> Cursor:
@@ -527,7 +521,7 @@ class Replay:
 
     # ------------------------------------------------------------------------ the phases
 
-    def _replay(self, need: Need) -> Action:
+    def _replay(self, need: _Named) -> Action:
         position = self._position
         try:
             entry = self._journal[position]
@@ -550,7 +544,7 @@ class Replay:
         else:
             self._go("journal spent, nothing pending")
 
-    def _at_pending(self, need: Need) -> Action:
+    def _at_pending(self, need: _Named) -> Action:
         pending = self._pending
         if isinstance(pending, PendingPoll):
             if type(need) is Poll and step_fingerprint(need.fn) == pending.fingerprint:
@@ -559,18 +553,25 @@ class Replay:
                 return RunPoll(need)
             return self._diverge(f"poll ({describe_fingerprint(pending.fingerprint)})", need)
         assert pending is not None
-        if type(need) is Ask and _same_fingerprints(need, pending):
-            responses, self._responses = self._responses or {}, None
-            return self._take(
-                need,
-                pending.answered,
-                responses,
-                "need matches the pending ask, all answered",
-            )
+        event = "need matches the pending ask, all answered"
+        if type(need) is OneRequest:
+            recorded = pending.fingerprints
+            if len(recorded) == 1 and recorded.get(need.key) == need.request.fingerprint:
+                responses, self._responses = self._responses or _NOTHING, None
+                return self._take_one(need, responses, event)
+        elif type(need) is Ask and need.fingerprints == pending.fingerprints:
+            responses, self._responses = self._responses or _NOTHING, None
+            return self._take(need, pending.answered, responses, event)
         return self._diverge(_describe_entry(pending), need)
 
-    def _live(self, need: Need) -> Action:
+    def _live(self, need: _Named) -> Action:
         kind = type(need)
+        if kind is OneRequest:
+            one: OneRequest = need  # type: ignore[assignment]
+            if self._responses is not None:  # a first call: its first ask reads them
+                responses, self._responses = self._responses, None
+                return self._take_one(one, responses, "ask answered by this call")
+            return self._suspend(one, one, _NOTHING, _NOTHING)
         if kind is Ask:
             ask: Ask = need  # type: ignore[assignment]
             if not ask.requests:
@@ -609,15 +610,33 @@ class Replay:
             return self._suspend(ask, again, answers, problems)
         self._asking, self._kept, self._pushing = None, _NOTHING, False
         self._go(event)
-        if ask.single:
-            ((key, request),) = ask.requests.items()
-            answer = answers[key]
-            if self.rules.record:
-                self._recorded.append(AnsweredOne(key, request.fingerprint, answer))
-            return Feed(answer)
         if self._replayable and self.rules.record:
             self._recorded.append(Answered(ask.fingerprints, dict(answers)))
         return Feed(answers)
+
+    def _take_one(self, one: OneRequest, responses: Mapping[str, Any], event: str) -> Action:
+        """`_take` for a request yielded on its own: its answer in *responses*, or ask again."""
+        if one.key not in responses:
+            return self._suspend(one, one, _NOTHING, _NOTHING)
+        return self._answer_one(one, responses[one.key], event)
+
+    def _answer_one(self, one: OneRequest, raw: Any, event: str) -> Feed | Suspend:
+        """Check *raw* as the answer to *one*: feed it (journaled where the flow is recorded)
+        when valid, else ask again saying why."""
+        request = one.request
+        try:
+            answer = check_answer(one.key, request, raw)
+        except MrtrError:
+            self._fail()
+            raise
+        wrong = content_problems_for(request, answer)
+        if wrong:
+            return self._suspend(one, one, _NOTHING, {one.key: _schema_problem(wrong)})
+        self._asking, self._pushing = None, False
+        self._go(event)
+        if self.rules.record:
+            self._recorded.append(AnsweredOne(one.key, request.fingerprint, answer))
+        return Feed(answer)
 
     def _suspend(
         self,
@@ -667,7 +686,7 @@ class Replay:
             {key: _explained(r, problems.get(key)) for key, r in to_ask.items()}, problems
         )
 
-    def _diverge(self, recorded: str, need: Need) -> Action:
+    def _diverge(self, recorded: str, need: _Named) -> Action:
         position = self._position
         round_ = 1 + sum(not isinstance(e, StepResult) for e in self._journal[:position])
         sentence, current = _describe_need(need)
@@ -724,18 +743,19 @@ class Replay:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _recorded_value(entry: Entry, need: Need) -> Any:
+def _recorded_value(entry: Entry, need: _Named) -> Any:
     """What the journal gives back for *need*, or `_MISMATCH`."""
     kind = type(need)
-    if kind is Ask:
-        entry_kind = type(entry)
-        if need.single:  # type: ignore[union-attr]
-            if entry_kind is AnsweredOne:
-                request = need.requests.get(entry.key)  # type: ignore[union-attr]
-                if request is not None and request.fingerprint == entry.fingerprint:  # type: ignore[union-attr]
-                    return entry.answer  # type: ignore[union-attr]
-        elif entry_kind is Answered and need.fingerprints == entry.fingerprints:  # type: ignore[union-attr]
-            return dict(entry.answers)  # type: ignore[union-attr]  # a copy: the handler gets it
+    if kind is OneRequest:
+        if (
+            type(entry) is AnsweredOne
+            and entry.key == need.key  # type: ignore[union-attr]
+            and entry.fingerprint == need.request.fingerprint  # type: ignore[union-attr]
+        ):
+            return entry.answer
+    elif kind is Ask:
+        if type(entry) is Answered and need.fingerprints == entry.fingerprints:  # type: ignore[union-attr]
+            return dict(entry.answers)  # a copy: the handler gets it
     elif (
         (kind is Step or kind is Poll)
         and type(entry) is StepResult
@@ -743,15 +763,6 @@ def _recorded_value(entry: Entry, need: Need) -> Any:
     ):
         return entry.value
     return _MISMATCH
-
-
-def _same_fingerprints(ask: Ask, pending: Pending) -> bool:
-    """Whether *ask* asks what *pending* recorded: the same keys, with the same fingerprints."""
-    recorded = pending.fingerprints
-    if ask.single and len(recorded) == 1:  # the commonest: no dict of fingerprints to build
-        ((key, request),) = ask.requests.items()
-        return recorded.get(key) == request.fingerprint
-    return ask.fingerprints == recorded
 
 
 def _describe_entry(entry: Entry | Pending) -> str:
@@ -767,12 +778,13 @@ def _describe_entry(entry: Entry | Pending) -> str:
     )
 
 
-def _describe_need(need: Need) -> tuple[str, Any]:
+def _describe_need(need: _Named) -> tuple[str, Any]:
     """A sentence and a structured value for what the handler does now."""
-    if isinstance(need, Ask):
-        if not need.requests:
+    if isinstance(need, Ask | OneRequest):
+        requests = need.requests if isinstance(need, Ask) else need
+        if not requests:
             return "it pauses", {"pause": None}
-        wire = {key: request.to_wire() for key, request in need.requests.items()}
+        wire = {key: request.to_wire() for key, request in requests.items()}
         return f"it asks {wire}", wire
     if isinstance(need, Step | Poll):
         name = qualified_name(need.fn)
