@@ -217,6 +217,12 @@ class Journal(Sequence[Entry]):
         """This journal followed by *entries*."""
         return Journal((*self._entries, *entries)) if entries else self
 
+    def sealed(self) -> tuple[bytes, int, tuple[Entry, ...]]:
+        """What sealing this journal into a token reuses: the encoding of its first entries
+        (none here: every entry is held in memory) and how many of those are asks of one
+        request; and the entries after them, to encode."""
+        return b"", 0, self._entries
+
 
 #: The journal of a flow that has not been answered anything yet.
 EMPTY_JOURNAL = Journal()

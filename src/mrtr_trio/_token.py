@@ -372,7 +372,7 @@ class EncodedJournal(Journal):
 
     def sealed(self) -> tuple[bytes, int, tuple[Entry, ...]]:
         """What sealing this journal reuses: the items' encoding and how many of them are asks
-        of one request; and the entries after them, to encode."""
+        of one request; and the entries held in memory after them, to encode."""
         return self._encoded, self._singles_before(len(self._items)), self._entries
 
     def _followed_by(self, entries: Sequence[Entry]) -> EncodedJournal:
@@ -399,10 +399,7 @@ def _problem(problem: Exception) -> str:
 
 def _encode_journal(journal: Journal) -> bytes:
     """The journal's bstr content, reusing the encoding of the entries it was read with."""
-    if type(journal) is EncodedJournal:
-        encoded, singles, new = journal.sealed()
-    else:
-        encoded, singles, new = b"", 0, tuple(journal)
+    encoded, singles, new = journal.sealed()
     parts = [_array_header(len(journal)), encoded]
     for entry in new:
         value, singles = _entry_to_cbor(entry, singles)
