@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ._errors import MrtrError
-from ._journal import Pending, PendingPoll, qualified_name
+from ._journal import Pending, PendingPoll
 from ._util import Memo, check_seconds
 from ._values import REQUEST_TYPES, Answer, Request
 
@@ -262,12 +262,17 @@ def open_flow(
     arguments: Mapping[str, Any],
     pending: Pending | PendingPoll | None = None,
     payload: Any = None,
+    *,
+    name: str,
+    replayable: bool,
 ) -> Flow:
-    """A flow for *handler*. Return-style flows on a modern retry start at the *pending* ask
-    with *payload*; yield-style flows always start from the top."""
-    if is_generator_handler(handler):
-        return GeneratorFlow(handler, ctx, arguments)
-    return ReturnFlow(handler, ctx, arguments, pending, payload)
+    """A flow for *handler*, which the driver has already named (`qualified_name`) and styled
+    (*replayable*: [is_generator_handler][mrtr_trio._flow.is_generator_handler]).
+    Return-style flows on a modern retry start at the *pending* ask with *payload*;
+    yield-style flows always start from the top."""
+    if replayable:
+        return GeneratorFlow(handler, ctx, arguments, name)
+    return ReturnFlow(handler, ctx, arguments, pending, payload, name)
 
 
 class GeneratorFlow(Flow):
@@ -275,8 +280,10 @@ class GeneratorFlow(Flow):
 
     __slots__ = ("_agen", "_paused")
 
-    def __init__(self, handler: Handler, ctx: Context, arguments: Mapping[str, Any]) -> None:
-        self.name = qualified_name(handler)
+    def __init__(
+        self, handler: Handler, ctx: Context, arguments: Mapping[str, Any], name: str
+    ) -> None:
+        self.name = name
         self._agen = handler(ctx, **arguments)
         self._paused = False  # a pause's turn gives the handler None
 
@@ -341,8 +348,9 @@ class ReturnFlow(Flow):
         arguments: Mapping[str, Any],
         pending: Pending | PendingPoll | None,
         payload: Any,
+        name: str,
     ) -> None:
-        self.name = qualified_name(handler)
+        self.name = name
         self._handler = handler
         self._ctx = ctx
         self._arguments = arguments

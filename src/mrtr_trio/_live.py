@@ -64,7 +64,7 @@ def run_live(
         machine = Replay(name, rules, replayable=replayable)
         turns = _Turns(runtime, machine, ask, replayable)
         ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
-        flow = open_flow(handler, ctx, arguments)
+        flow = open_flow(handler, ctx, arguments, name=name, replayable=replayable)
     except Exception as error:  # raised when awaited, as from any coroutine function
         return _raise(error)
     return drive(

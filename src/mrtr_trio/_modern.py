@@ -85,7 +85,9 @@ async def advance(
         await _use_once(codec, store, cursor)
     machine = Replay(name, rules, cursor, input_responses, replayable=replayable)
     ctx = Context("modern", client_capabilities, machine=machine, host=host)
-    flow = open_flow(handler, ctx, arguments, cursor.pending, cursor.payload)
+    flow = open_flow(
+        handler, ctx, arguments, cursor.pending, cursor.payload, name=name, replayable=replayable
+    )
 
     async def run_step(step: Step) -> Any:
         # The machine stands still while the step runs: its key is derived when first asked for.
