@@ -623,19 +623,17 @@ class Replay:
     def _answer_one(self, one: OneRequest, raw: Any, event: str) -> Feed | Suspend:
         """Check *raw* as the answer to *one*: feed it (journaled where the flow is recorded)
         when valid, else ask again saying why."""
-        request = one.request
         try:
-            answer = check_answer(one.key, request, raw)
+            answer, problem = _checked(one.key, one.request, raw)
         except MrtrError:
             self._fail()
             raise
-        wrong = content_problems_for(request, answer)
-        if wrong:
-            return self._suspend(one, one, _NOTHING, {one.key: _schema_problem(wrong)})
+        if problem is not None:
+            return self._suspend(one, one, _NOTHING, {one.key: problem})
         self._asking, self._pushing = None, False
         self._go(event)
         if self.rules.record:
-            self._recorded.append(AnsweredOne(one.key, request.fingerprint, answer))
+            self._recorded.append(AnsweredOne(one.key, one.request.fingerprint, answer))
         return Feed(answer)
 
     def _suspend(
@@ -825,19 +823,23 @@ def collect_answers(
         if key not in responses:
             again[key] = request
             continue
-        answer = check_answer(key, request, responses[key])
-        wrong = content_problems_for(request, answer)
-        if wrong:
-            again[key] = request
-            problems[key] = _schema_problem(wrong)
-        else:
+        answer, problem = _checked(key, request, responses[key])
+        if problem is None:
             answers[key] = answer
+        else:
+            again[key] = request
+            problems[key] = problem
     return answers, again, problems
 
 
-def _schema_problem(wrong: list[str]) -> str:
-    """Why an answer is asked again, from what `content_problems_for` found wrong with it."""
-    return "does not fit the requested schema: " + "; ".join(wrong)
+def _checked(key: str, request: Request, raw: Any) -> tuple[Answer, str | None]:
+    """*raw* as the answer to *request* (see `check_answer`), and why it is asked again when
+    its accepted content does not fit the requested schema (`None` when it does)."""
+    answer = check_answer(key, request, raw)
+    wrong = content_problems_for(request, answer)
+    if wrong:
+        return answer, "does not fit the requested schema: " + "; ".join(wrong)
+    return answer, None
 
 
 def check_answer(key: str, request: Request, raw: Any) -> Answer:
