@@ -172,7 +172,7 @@ def test_the_round_limit_names_the_last_problem() -> None:
 
 
 def test_missing_capabilities_are_refused_before_asking() -> None:
-    machine = Replay("flow", Rules(8, client_capabilities={"elicitation": {}}))
+    machine = Replay("flow", Rules(8), client_capabilities={"elicitation": {}})
     with pytest.raises(MissingCapability) as caught:
         machine.next(single("input-0", list_roots()))
     assert caught.value.required_capabilities == {"roots": {}}
@@ -261,7 +261,7 @@ def test_a_live_request_of_its_own_is_asked_again_saying_why_within_the_round_li
 
 
 def test_a_live_request_of_its_own_checks_capabilities_and_malformed_answers() -> None:
-    machine = Replay("flow", Rules(8, client_capabilities={"elicitation": {}}))
+    machine = Replay("flow", Rules(8), client_capabilities={"elicitation": {}})
     with pytest.raises(MissingCapability) as caught:
         machine.next(list_roots())
     assert caught.value.required_capabilities == {"roots": {}}

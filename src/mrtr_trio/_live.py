@@ -26,7 +26,7 @@ from ._drive import AskFunction, drive, timed_out
 from ._errors import BackChannelUnavailable, MrtrError
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
-from ._replay import Feed, Replay, Rules, Suspend
+from ._replay import Feed, Replay, Suspend
 from ._steps import call_step
 from ._token import STEP_KEY_BYTES
 from ._values import Answer, Request
@@ -60,8 +60,12 @@ def run_live(
         replayable = is_generator_handler(handler)
         name = qualified_name(handler)
         # Without a back channel nothing is asked, so the missing channel is the error to give.
-        rules = _rules(runtime.max_rounds, client_capabilities if ask is not None else None)
-        machine = Replay(name, rules, replayable=replayable)
+        machine = Replay(
+            name,
+            runtime._live_rules,
+            replayable=replayable,
+            client_capabilities=client_capabilities if ask is not None else None,
+        )
         turns = _Turns(runtime, machine, ask, replayable)
         ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
         flow = open_flow(handler, ctx, arguments, name=name, replayable=replayable)
@@ -82,21 +86,6 @@ def run_live(
 
 async def _raise(error: Exception) -> NoReturn:
     raise error
-
-
-_last_rules = Rules(8, free_pauses=True)
-
-
-def _rules(max_rounds: int, client_capabilities: Mapping[str, Any] | None) -> Rules:
-    """The live rules for these knobs: the last ones made when they fit (flows of one session
-    share its capabilities, and rules are frozen), so a flow usually makes none."""
-    global _last_rules
-    rules = _last_rules
-    if rules.max_rounds != max_rounds or rules.client_capabilities is not client_capabilities:
-        rules = _last_rules = Rules(
-            max_rounds, client_capabilities=client_capabilities, free_pauses=True
-        )
-    return rules
 
 
 async def _run_step(step: Step) -> Any:

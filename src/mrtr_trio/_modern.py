@@ -21,7 +21,7 @@ from ._drive import Turn, drive
 from ._errors import InvalidInputResponse
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
-from ._replay import Finish, Replay, Rules
+from ._replay import Finish, Replay
 from ._schema import is_mapping
 from ._steps import StepStore, ask_store, call_step
 from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
@@ -74,16 +74,18 @@ async def advance(
         cursor = Cursor(flow_id=secrets.token_bytes(FLOW_ID_BYTES))
     else:
         cursor = codec.open(request_state, binding)
-    rules = Rules(
-        runtime.max_rounds,
-        strict=runtime.replay == "strict",
-        client_capabilities=client_capabilities,
-        record=replayable,
-    )
+    rules = runtime._replay_rules if replayable else runtime._return_rules
     store = runtime.step_store
     if request_state is not None and runtime.single_use:
         await _use_once(codec, store, cursor)
-    machine = Replay(name, rules, cursor, input_responses, replayable=replayable)
+    machine = Replay(
+        name,
+        rules,
+        cursor,
+        input_responses,
+        replayable=replayable,
+        client_capabilities=client_capabilities,
+    )
     ctx = Context("modern", client_capabilities, machine=machine, host=host)
     flow = open_flow(
         handler, ctx, arguments, cursor.pending, cursor.payload, name=name, replayable=replayable

@@ -261,12 +261,13 @@ Action = Feed | RunStep | RunPoll | Suspend | Finish
 
 @attrs.frozen
 class Rules:
-    """What a driver fixes for a flow.
+    """What a driver fixes for its flows, from the runtime's knobs (the
+    [Runtime][mrtr_trio.Runtime] makes each driver's once; what a call brings, such as the
+    client's capabilities, goes to the [Replay][mrtr_trio._replay.Replay] machine itself).
 
     - *max_rounds*: turns the client may take before
       [RoundLimitExceeded][mrtr_trio.RoundLimitExceeded];
     - *strict*: divergence raises (`replay="strict"`) instead of asking again;
-    - *client_capabilities*: what the client declared (`None`: everything);
     - *free_pauses*: a `pause()` continues at once and costs no round (live yield-style
       flows, where the client has nothing to do);
     - *record*: journal what the flow passes, for a checkpoint (modern yield-style flows).
@@ -274,7 +275,6 @@ class Rules:
 
     max_rounds: int
     strict: bool = False
-    client_capabilities: Mapping[str, Any] | None = None
     free_pauses: bool = False
     record: bool = False
 
@@ -293,7 +293,9 @@ class Replay:
     *name* names the handler in messages; *cursor* is where a modern retry stands (empty for a
     first call or a live session); *responses* is this call's `inputResponses` (key → client
     JSON or answer object), read by the pending ask, or on a first call by the first ask;
-    *replayable* is False for return-style flows, whose pending requests travel in the token.
+    *replayable* is False for return-style flows, whose pending requests travel in the token;
+    *client_capabilities* is what the client declared (`None`: everything), checked before
+    each ask.
     """
 
     __slots__ = (
@@ -312,6 +314,7 @@ class Replay:
         "_responses",
         "_running",
         "_singles",
+        "client_capabilities",
         "name",
         "phase",
         "rounds",
@@ -326,9 +329,11 @@ class Replay:
         responses: Mapping[str, Any] | None = None,
         *,
         replayable: bool = True,
+        client_capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         self.name = name
         self.rules = rules
+        self.client_capabilities = client_capabilities
         self.rounds = cursor.rounds
         self._cursor = cursor
         self._journal = cursor.journal if replayable else EMPTY_JOURNAL
@@ -644,10 +649,10 @@ class Replay:
         problems: Mapping[str, str],
     ) -> Suspend:
         rules = self.rules
-        if rules.client_capabilities is not None and to_ask:
+        if self.client_capabilities is not None and to_ask:
             missing = missing_capabilities(
                 (to_ask.request,) if type(to_ask) is OneRequest else to_ask.values(),
-                rules.client_capabilities,
+                self.client_capabilities,
             )
             if missing:
                 self._fail()

@@ -16,6 +16,7 @@ from ._journal import Pending, PendingPoll, qualified_name
 from ._keys import default_keys
 from ._live import AskFunction, run_live
 from ._modern import Complete, InputRequired, advance
+from ._replay import Rules
 from ._steps import StepStore
 from ._token import Keyring, StateCodec, binding_digest, check_keys
 from ._util import check_count, check_seconds
@@ -147,6 +148,10 @@ class Runtime:
         default=time.time, kw_only=True, validator=_callable, repr=False
     )
     _codec: StateCodec = attrs.field(init=False, repr=False)
+    # The replay rules each driver gives its flows, made once from the knobs above.
+    _live_rules: Rules = attrs.field(init=False, repr=False)
+    _replay_rules: Rules = attrs.field(init=False, repr=False)  # modern, yield style
+    _return_rules: Rules = attrs.field(init=False, repr=False)  # modern, return style
 
     def __attrs_post_init__(self) -> None:
         if self.single_use and self.step_store is None:
@@ -161,6 +166,10 @@ class Runtime:
             keyring, float(self.ttl), self.max_state_bytes, self.clock, encrypt=self.encrypt
         )
         object.__setattr__(self, "_codec", codec)
+        strict = self.replay == "strict"
+        object.__setattr__(self, "_live_rules", Rules(self.max_rounds, free_pauses=True))
+        object.__setattr__(self, "_replay_rules", Rules(self.max_rounds, strict, record=True))
+        object.__setattr__(self, "_return_rules", Rules(self.max_rounds, strict))
 
     def advance(
         self,
