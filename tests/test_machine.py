@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from mrtr_trio import (
+    Complete,
     InvalidInputResponse,
     MissingCapability,
     MrtrError,
@@ -47,7 +48,6 @@ from mrtr_trio._replay import (
     TRANSITIONS,
     UNMATCHED,
     Feed,
-    Finish,
     OneRequest,
     Replay,
     Rules,
@@ -114,7 +114,7 @@ def test_steps_run_and_their_values_come_back_normalised() -> None:
     machine = live()
     assert machine.next(STEP) == RunStep(STEP)
     assert machine.ran((1, "two")) == Feed([1, "two"])  # as a token would read it back
-    assert machine.next(done("v")) == Finish("v")
+    assert machine.next(done("v")) == Complete("v")
     assert machine.phase is FINISHED
 
 
@@ -184,7 +184,7 @@ def test_push_style_asks_do_not_disturb_the_flow() -> None:
     assert machine.push({"push-0": ASK_NAME}) == Suspend({"push-0": ASK_NAME})
     assert isinstance(machine.answered({"push-0": ADA}), Feed)
     assert machine.phase is LIVE
-    assert machine.next(done(1)) == Finish(1)
+    assert machine.next(done(1)) == Complete(1)
 
 
 def test_an_abandoned_push_style_ask_leaves_the_flow_live() -> None:
@@ -201,7 +201,7 @@ def test_an_abandoned_push_style_ask_leaves_the_flow_live() -> None:
         machine.answered({"push-0": {"action": "maybe"}})
     machine.abandon()
     assert machine.phase is LIVE
-    assert machine.next(done(1)) == Finish(1)
+    assert machine.next(done(1)) == Complete(1)
     # An ordinary ask's malformed answer still ends the flow.
     machine = live()
     machine.next(single("input-0", ASK_NAME))
@@ -325,7 +325,7 @@ def test_replay_feeds_the_journal_then_the_pending_ask_reads_the_responses() -> 
         {"input-1": ElicitResult("accept", {"ok": True})}
     )
     assert machine.phase is LIVE and not machine.is_replaying
-    assert machine.next(done("end")) == Finish("end")
+    assert machine.next(done("end")) == Complete("end")
 
 
 def test_strict_divergence_names_the_round_the_yield_and_both_requests() -> None:
@@ -387,7 +387,7 @@ def test_poll_waits_in_state_only_rounds_that_cost_no_round() -> None:
     resumed = modern(cursor)
     assert resumed.next(POLL) == RunPoll(POLL)  # the condition is checked once per round
     assert resumed.polled("approved", 1005.0) == Feed("approved")
-    assert resumed.next(done(1)) == Finish(1)
+    assert resumed.next(done(1)) == Complete(1)
 
 
 def test_poll_times_out_after_its_deadline() -> None:
@@ -445,7 +445,7 @@ def test_a_machine_only_moves_along_the_table() -> None:
     machine.polled(None, 0.0)
     machine.answered({})
     machine.polled(2, 1.0)
-    assert machine.next(done(3)) == Finish(3)
+    assert machine.next(done(3)) == Complete(3)
 
 
 def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:

@@ -43,8 +43,8 @@ from ._flow import Flow, Step
 from ._replay import (
     UNMATCHED,
     Action,
+    Complete,
     Feed,
-    Finish,
     OneRequest,
     Replay,
     RunPoll,
@@ -83,7 +83,7 @@ async def drive(
     deadlines are measured on. A turn that asks the client something must end within
     *round_timeout* seconds, else [RoundTimeout][mrtr_trio.RoundTimeout]. With *ask*, a turn
     of one request is `await ask(key, request)`, awaited here rather than through *turn*.
-    It returns the [Finish][mrtr_trio._replay.Finish] or the
+    It returns the [Complete][mrtr_trio.Complete] or the
     [Suspend][mrtr_trio._replay.Suspend] it stopped at; with *value_only*, for a *turn* that
     always waits (so the drive always finishes), the finished flow's value.
 
@@ -159,7 +159,7 @@ async def drive(
                             break
                         else:
                             action = machine.answered(responses)
-                    else:  # a Finish, or a Suspend with no one to wait for it
+                    else:  # a Complete, or a Suspend with no one to wait for it
                         break
                 if type(action) is not Feed:
                     break
@@ -190,7 +190,7 @@ async def drive(
     if error is not None:
         raise error
     if value_only:
-        assert type(action) is Finish  # a turn that always waits: only a finish stops here
+        assert type(action) is Complete  # a turn that always waits: only a finish stops here
         return action.value
     return action
 

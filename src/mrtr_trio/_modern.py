@@ -21,7 +21,7 @@ from ._drive import Turn, drive
 from ._errors import InvalidInputResponse
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
-from ._replay import Finish, Replay
+from ._replay import Complete, Replay
 from ._schema import is_mapping
 from ._steps import StepStore, ask_store, call_step
 from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
@@ -31,13 +31,6 @@ if TYPE_CHECKING:
     from ._runtime import Runtime
 
 __all__ = ["Complete", "InputRequired", "advance"]
-
-
-@attrs.frozen
-class Complete:
-    """A modern round's outcome: the flow finished with `value`."""
-
-    value: Any
 
 
 @attrs.frozen
@@ -101,8 +94,8 @@ async def advance(
         return await call_step(step.fn, step.args, key, store, runtime.ttl)
 
     action = await drive(flow, machine, turn, run_step, codec.clock)
-    if isinstance(action, Finish):
-        return Complete(action.value)
+    if type(action) is Complete:
+        return action
     # (A plain dict for the caller, whatever mapping the machine asked with.)
     return InputRequired(dict(action.requests), codec.seal(machine.checkpoint(), binding))
 

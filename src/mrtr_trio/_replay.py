@@ -26,7 +26,8 @@ of a replay, comes from [Replay.replayed][mrtr_trio._replay.Replay.replayed] wit
   named (`input-N`) and handled as a [OneRequest][mrtr_trio._replay.OneRequest] in every phase
   and era (no `Ask`, no dict): it is suspended on as one, and its bare answer may be reported
   with `answered_one`;
-- [Finish][mrtr_trio._replay.Finish]: the flow's value.
+- [Complete][mrtr_trio.Complete]: the flow finished with this value (what a modern round
+  returns as it is).
 
 A modern retry starts **replaying**: each need must match the next journal entry (same kind,
 keys and fingerprints), which gives back the recorded value. With the journal spent the machine
@@ -99,8 +100,8 @@ __all__ = [
     "TRANSITIONS",
     "UNMATCHED",
     "Action",
+    "Complete",
     "Feed",
-    "Finish",
     "OneRequest",
     "Replay",
     "Rules",
@@ -248,13 +249,14 @@ _Named: TypeAlias = Ask | OneRequest | Step | Poll | Done
 
 
 @attrs.frozen
-class Finish:
-    """The flow finished with `value`."""
+class Complete:
+    """The flow finished with `value`: the machine's last action, and what a modern round
+    ([Runtime.advance][mrtr_trio.Runtime.advance]) returns."""
 
     value: Any
 
 
-Action = Feed | RunStep | RunPoll | Suspend | Finish
+Action = Feed | RunStep | RunPoll | Suspend | Complete
 
 # -------------------------------------------------------------------------------- rules
 
@@ -597,7 +599,7 @@ class Replay:
             self._running = need  # type: ignore[assignment]
             return RunPoll(need)  # type: ignore[arg-type]
         self._go("done")
-        return Finish(need.value)  # type: ignore[union-attr]
+        return Complete(need.value)  # type: ignore[union-attr]
 
     # ----------------------------------------------------------------------- the moves
 
