@@ -602,15 +602,6 @@ def check_keys(keys: object) -> tuple[bytes, ...]:
     return tuple(checked)
 
 
-@attrs.frozen
-class Opened:
-    """A token's body, the id of the key that verified it, and its tag (unique per token)."""
-
-    body: bytes
-    key_id: bytes
-    tag: bytes
-
-
 class Keyring:
     """Keys: the first signs, all verify (rotation).
 
@@ -645,8 +636,9 @@ class Keyring:
         sealed: bytes = nonce + key.cipher.encrypt(nonce, body, binding + head)
         return head + _check(key, head, sealed) + sealed
 
-    def verify(self, raw: bytes, binding: bytes) -> Opened:
-        """The body of an authentic token, with its key id and tag;
+    def verify(self, raw: bytes, binding: bytes) -> bytes:
+        """The body of an authentic token (its key id is `raw[1:1 + KEY_ID_BYTES]`, and its
+        last `TAG_BYTES`, unique per token, are its tag in both formats);
         [InvalidRequestState][mrtr_trio.InvalidRequestState] unless authentic."""
         if len(raw) < _HEADER_BYTES + TAG_BYTES + 1:
             raise InvalidRequestState(f"too short ({len(raw)} bytes)")
@@ -662,7 +654,7 @@ class Keyring:
             tag = raw[-TAG_BYTES:]
             signed = raw[:-TAG_BYTES]
             if hmac.compare_digest(tag, _tag(key, binding, signed)):
-                return Opened(signed[_HEADER_BYTES:], key.key_id, tag)
+                return signed[_HEADER_BYTES:]
         head, check, rest = (
             raw[: 1 + KEY_ID_BYTES],
             raw[1 + KEY_ID_BYTES : _HEADER_BYTES],
@@ -676,7 +668,7 @@ class Keyring:
             # The AEAD does not cover the body check (it is computed over the ciphertext), so
             # it is verified here: no byte of an encrypted token may change either.
             if body is not None and hmac.compare_digest(check, _check(key, head, checked)):
-                return Opened(body, key.key_id, rest[-TAG_BYTES:])
+                return body
         if hmac.compare_digest(check, _check(key, head, checked)):
             raise InvalidRequestState(
                 "bound to another call (handler, arguments or bind bytes differ)"
@@ -812,9 +804,10 @@ class StateCodec:
             raise InvalidRequestState(
                 f"{len(token)} bytes, over max_state_bytes={self.max_state_bytes}"
             )
-        opened = self.keyring.verify(_strict_b64decode(token), binding)
+        raw = _strict_b64decode(token)
+        body = self.keyring.verify(raw, binding)
         try:
-            cursor = decode_cursor(opened.body, opened.key_id, opened.tag, self.reject)
+            cursor = decode_cursor(body, raw[1 : 1 + KEY_ID_BYTES], raw[-TAG_BYTES:], self.reject)
         except ValueError as problem:
             raise InvalidRequestState(f"malformed body ({problem})") from None
         if not check_expiry:
