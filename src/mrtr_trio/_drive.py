@@ -31,7 +31,9 @@ the one place that reads a private trio attribute).
 from __future__ import annotations
 
 import math
+import operator
 import sys
+import types
 from collections.abc import Awaitable, Callable, Mapping
 from types import CoroutineType
 from typing import Any
@@ -94,10 +96,10 @@ async def drive(
     # twice: trio makes a frame object of it), so every frame, and every local, costs memory
     # per flow.
     try:
-        task: trio.lowlevel.Task | None = trio.lowlevel.current_task()
+        task: Any = trio.lowlevel.current_task()
     except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
-        task = None
-    if task is None or turn is None:
+        task = _OFF_TRIO
+    if task is _OFF_TRIO or turn is None:
         round_timeout = math.inf
     # Timed turns share one cancel scope, entered at the first of them and left when the
     # drive ends; a turn that waits for the client arms its deadline and clears it after
@@ -283,11 +285,13 @@ def timed_out(machine: Replay, suspend: Suspend, round_timeout: float) -> RoundT
     )
 
 
-def trio_scope_marks(task: trio.lowlevel.Task | None) -> object:
-    """What changes exactly when code running in *task* enters or leaves a cancel scope or a
-    nursery (which opens a cancel scope of its own): the task's cancel status. It is private
-    (`Task._cancel_status`); the test suite fails loudly if trio renames it."""
-    return None if task is None else task._cancel_status
+#: `trio_scope_marks(task)`: what changes exactly when code running in *task* enters or leaves
+#: a cancel scope or a nursery (which opens a cancel scope of its own): the task's cancel
+#: status. It is private (`Task._cancel_status`); the test suite fails loudly if trio renames
+#: it. (An attribute getter, not a function: the drive reads it after every resume.)
+trio_scope_marks: Callable[[trio.lowlevel.Task], object] = operator.attrgetter("_cancel_status")
+#: The task a drive outside trio stands for: it has no scopes to guard.
+_OFF_TRIO: Any = types.SimpleNamespace(_cancel_status=None)
 
 
 def _scope_error(flow: Flow) -> None:

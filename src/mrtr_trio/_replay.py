@@ -49,7 +49,7 @@ import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any, Final, NoReturn, TypeAlias, cast
+from typing import Any, Final, NoReturn, TypeAlias
 
 import attrs
 
@@ -348,7 +348,7 @@ class Replay:
         self._singles = 0  # requests yielded on their own so far: the next one's key
         # What the flow passes beyond the journal, when it is to be checkpointed.
         # (Without a checkpoint to make, an empty tuple stands in: nothing is appended.)
-        self._recorded: list[Entry] = [] if rules.record else cast("list[Entry]", ())
+        self._recorded: list[Entry] = [] if rules.record else ()  # type: ignore[assignment]
         self._asking: Ask | OneRequest | None = None  # the ask the client is answering
         self._pushing = False  # it is a push-style ask (see `abandon`)
         self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
@@ -376,10 +376,10 @@ class Replay:
         """What to do about *need*, the handler's latest."""
         named: _Named
         if type(need) in _REQUEST_KINDS:  # a request yielded on its own, under its key
-            named = OneRequest(single_key(self._singles), cast("Request", need))
+            named = OneRequest(single_key(self._singles), need)  # type: ignore[arg-type]
             self._singles += 1
         else:
-            named = cast("_Named", need)
+            named = need  # type: ignore[assignment]  # (a cast, without the call)
         phase = self.phase
         if phase is REPLAYING:
             return self._replay(named)
@@ -403,7 +403,9 @@ class Replay:
                 raise
             if answer is not None:
                 self._singles += 1
-                self._advance(position)
+                self._position = position = position + 1
+                if position == self._length:
+                    self._spent()
                 return answer
         return UNMATCHED
 
@@ -538,14 +540,13 @@ class Replay:
         value = _recorded_value(entry, need)
         if value is _MISMATCH:
             return self._diverge(_describe_entry(entry), need)
-        self._advance(position)
+        self._position = position = position + 1  # "need matches the next entry"
+        if position == self._length:
+            self._spent()
         return Feed(value)
 
-    def _advance(self, position: int) -> None:
-        """The entry at *position* matched: move past it (out of the journal after the last)."""
-        self._position = position = position + 1
-        if position < self._length:  # "need matches the next entry": phase unchanged
-            return
+    def _spent(self) -> None:
+        """The journal's last entry matched: out of the journal."""
         if self._pending is not None:
             self._go("journal spent, a point is pending")
         else:
