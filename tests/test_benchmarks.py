@@ -130,3 +130,12 @@ def test_the_floor_benchmark_runs() -> None:
 
     cost = trio.run(floor_us, 0.01)
     assert 0 < cost < 100_000  # microseconds: finite and sane, whatever the machine
+
+
+@pytest.mark.parametrize("kind", ["complete", "checkpoint", "live"])
+def test_the_rounds_the_instruction_count_runs_run(kind: str) -> None:
+    import trio
+
+    from benchmarks.instructions import run_rounds
+
+    trio.run(run_rounds, kind, 2)  # (what callgrind counts; valgrind itself is not needed here)
