@@ -3,25 +3,29 @@
 [drive][mrtr_trio._drive.drive] starts a flow, hands each need to the
 [Replay][mrtr_trio._replay.Replay] machine and carries out its answer: feed a value, run a step
 or a poll, let the client take a turn, or finish. Drivers differ only in what a client's turn
-is: the live and task drivers wait for the answers (`turn`); the modern driver has no one to
-wait for, so the loop stops there and the round ends with a token. The flow is closed on every
-exit path.
+is, and say so through one [Driver][mrtr_trio._drive.Driver] object: the live and task drivers
+wait for the answers (`turn`); the modern driver has no one to wait for, so the loop stops
+there and the round ends with a token. The flow is closed on every exit path.
 
 A driver that waits may bound each round with a `round_timeout`. The loop enters one cancel
 scope, at the first round that asks the client, and leaves it when the flow ends: before
 closing the flow (so a timed-out handler's cleanup does not run cancelled), unless the handler
 still holds a scope of its own inside it. Trio delivers a cancellation only where a task
-waits, so a deadline matters only to a turn that waits: until a turn of the flow has waited,
-the loop starts each turn's coroutine by hand, and only when it yields to trio arms the
-deadline (counted from the round's start) and awaits the rest through
-[_Started][mrtr_trio._drive._Started], which goes on exactly as a plain `await` would; once
-one has waited, later turns are armed from their start and awaited plainly. The deadline is
-cleared when the round ends (the handler's own code between rounds never runs under it). So a
-turn answered without waiting (an in-memory answer) pays for no deadline. One difference can
-be seen: before its first checkpoint, such a started turn runs with the deadline not yet
-armed, so `trio.current_effective_deadline()` read there does not show it. A round of one
-request is awaited by this loop itself, so a flow suspended in it
-keeps no frame but this one and the ask's.
+waits, so a deadline matters only to a turn that waits: until a turn of the driver has
+waited, the loop starts each timed turn's coroutine by hand, and only when it yields to trio
+arms the deadline (counted from the round's start) and awaits the rest through
+[_Started][mrtr_trio._drive._Started], which goes on exactly as a plain `await` would; once one
+has waited (the driver's `waited`), later turns are armed from their start and awaited plainly.
+The deadline is cleared when the round ends (the handler's own code between rounds never runs
+under it). So a turn answered without waiting (an in-memory answer) pays for no deadline. One
+difference can be seen: before its first checkpoint, a started turn runs with the deadline not
+yet armed, so `trio.current_effective_deadline()` read there does not show it. A round of one
+request is awaited by this loop itself, so a flow suspended in it keeps no frame but this one
+and the ask's.
+
+What a suspended live flow costs is mostly this loop's frame (its task's coroutine, which trio
+also makes a frame object of) and the objects it holds while the client answers; see
+docs/benchmarks.md.
 
 Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
 the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
@@ -36,7 +40,7 @@ import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from types import CoroutineType
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 import trio
 
@@ -56,7 +60,16 @@ from ._replay import (
 from ._steps import call
 from ._values import Request
 
-__all__ = ["AskFunction", "StepRunner", "Turn", "drive", "timed_out", "trio_scope_marks"]
+__all__ = [
+    "AskFunction",
+    "Driver",
+    "Round",
+    "StepRunner",
+    "Turn",
+    "drive",
+    "timed_out",
+    "trio_scope_marks",
+]
 
 #: `await turn(suspend)`: the client's turn, returning its responses (key → JSON or answer),
 #: or `None` when this driver cannot wait for them (the round then ends with a checkpoint).
@@ -69,43 +82,87 @@ AskFunction = Callable[[str, Request], Awaitable[Any]]
 StepRunner = Callable[[Step], Awaitable[Any]]
 
 
-async def drive(
-    flow: Flow,
-    machine: Replay,
-    turn: Turn | None,
-    run_step: StepRunner,
-    now: Callable[[], float],
-    *,
-    round_timeout: float = math.inf,
-    ask: AskFunction | None = None,
-    value_only: bool = False,
-) -> Any:
+class Driver(Protocol):
+    """What a driver lends the loop beside the flow and its machine: one object, so that a
+    suspended flow's frame holds one reference to it (a live flow's is its turns, a round's
+    is made per round)."""
+
+    @property
+    def waits(self) -> bool:
+        """Whether `turn` waits for the client (else the client's turn ends the drive)."""
+
+    #: Set by the drive once a timed turn of this driver has waited for the client: later
+    #: turns are armed from their start and awaited plainly (a hint kept here, where it
+    #: costs a slot rather than a local in every suspended flow's frame).
+    waited: bool
+
+    @property
+    def ask(self) -> AskFunction | None:
+        """`await ask(key, request)`: a turn of one request is asked with it, awaited by the
+        loop itself rather than through `turn` (`None`: every turn goes through `turn`)."""
+
+    @property
+    def round_timeout(self) -> float:
+        """Seconds a turn that asks the client may take, else
+        [RoundTimeout][mrtr_trio.RoundTimeout]."""
+
+    @property
+    def value_only(self) -> bool:
+        """The drive returns the finished flow's value (for a driver whose turns always wait,
+        so that the drive always finishes) rather than the action it stopped at."""
+
+    def turn(self, suspend: Suspend, /) -> Awaitable[Mapping[str, Any] | None]:
+        """The client's turn (see [Turn][mrtr_trio._drive.Turn])."""
+
+    def run_step(self, step: Step, /) -> Awaitable[Any]:
+        """Run a step's function once and return its value."""
+
+    def now(self) -> float:
+        """The clock poll deadlines are measured on."""
+
+
+class Round:
+    """The [Driver][mrtr_trio._drive.Driver] of one modern round: a *turn* that may wait for
+    the client (or none: the round ends where the client must take a turn), untimed."""
+
+    __slots__ = ("now", "run_step", "turn")
+
+    ask: ClassVar[None] = None
+    round_timeout: ClassVar[float] = math.inf
+    value_only: ClassVar[bool] = False
+    waited = False  # (never set: an untimed driver's turns are not started by hand)
+
+    def __init__(self, turn: Turn | None, run_step: StepRunner, now: Callable[[], float]) -> None:
+        self.turn: Any = turn  # (None: see `waits`)
+        self.run_step = run_step
+        self.now = now
+
+    @property
+    def waits(self) -> bool:
+        return self.turn is not None
+
+
+async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
     """Run *flow* as *machine* directs until it finishes, or until the client must take a turn
-    that *turn* (if any) does not wait for. *run_step* runs steps; *now* is the clock poll
-    deadlines are measured on. A turn that asks the client something must end within
-    *round_timeout* seconds, else [RoundTimeout][mrtr_trio.RoundTimeout]. With *ask*, a turn
-    of one request is `await ask(key, request)`, awaited here rather than through *turn*.
-    It returns the [Complete][mrtr_trio.Complete] or the
-    [Suspend][mrtr_trio._replay.Suspend] it stopped at; with *value_only*, for a *turn* that
-    always waits (so the drive always finishes), the finished flow's value.
+    that *driver* does not wait for. A turn that asks the client something must end within
+    the driver's `round_timeout`, else [RoundTimeout][mrtr_trio.RoundTimeout]. It returns the
+    [Complete][mrtr_trio.Complete] or the [Suspend][mrtr_trio._replay.Suspend] it
+    stopped at; for a driver that wants only the value, the finished flow's value.
 
     The flow is closed on every exit path. An error raised while closing it is raised when the
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
     # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine,
-    # twice: trio makes a frame object of it), so every frame, and every local, costs memory
-    # per flow.
-    try:
-        task: Any = trio.lowlevel.current_task()
-    except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
-        task = _OFF_TRIO
-    if task is _OFF_TRIO or turn is None:
-        round_timeout = math.inf
+    # twice: trio makes a frame object of it), so every local, and the depth of the deepest
+    # expression, costs 16 bytes per flow; the rarer moves are functions of their own.
     # Timed turns share one cancel scope, entered at the first of them and left when the
     # drive ends; a turn that waits for the client arms its deadline and clears it after
     # (cheaper than entering a scope per round). A flow that never asks the client enters none.
     scope: trio.CancelScope | None = None
-    waits = False  # a timed turn of this flow waited for the client
+    try:
+        task: Any = trio.lowlevel.current_task()
+    except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
+        task = _OFF_TRIO
     marks = trio_scope_marks(task)
     try:
         try:
@@ -115,52 +172,57 @@ async def drive(
                     _scope_error(flow)
                 # The commonest need, a replayed answer, with no action to build (and no local
                 # of its own: `action` holds the answer).
-                action: Action = machine.replayed(need)
+                action: Action | OneRequest = machine.replayed(need)
                 if action is not UNMATCHED:
                     need = await flow.resume(action)
                     continue
                 action = machine.next(need)
                 while type(action) is not Feed:
-                    if type(action) is RunStep:
-                        action = machine.ran(await run_step(action.step))
-                    elif type(action) is RunPoll:
-                        action = machine.polled(await call(action.poll.fn, action.poll.args), now())
-                    elif type(action) is Suspend and turn is not None:
-                        # A request of its own is asked straight from here: while the client
-                        # answers, a suspended flow keeps no frame but this one and the ask's.
-                        if ask is not None and type(action.requests) is OneRequest:
-                            answering: Awaitable[Any] = ask(
-                                action.requests.key, action.requests.request
-                            )
+                    if type(action) is RunStep or type(action) is RunPoll:
+                        action = await _run(action, machine, driver)
+                    elif type(action) is Suspend and driver.waits:
+                        if driver.ask is not None and type(action.requests) is OneRequest:
+                            # A request of its own is asked straight from here: while the
+                            # client answers, the flow keeps no frame but this one and the
+                            # ask's, and the loop holds only the request (as the machine does),
+                            # not the Suspend.
+                            action = action.requests
+                            answering: Any = driver.ask(action.key, action.request)
                         else:
-                            answering = turn(action)
-                        if round_timeout == math.inf or not action.requests:
-                            responses = await answering
-                        else:
+                            answering = driver.turn(action)
+                        # A turn that asks the client something is timed, unless the driver
+                        # has no round_timeout (or trio is not running the drive).
+                        if (
+                            (type(action) is OneRequest or action.requests)  # type: ignore[union-attr]
+                            and driver.round_timeout != math.inf
+                            and task is not _OFF_TRIO
+                        ):
                             if scope is None:
                                 scope = trio.CancelScope().__enter__()  # (returns the scope)
                                 marks = trio_scope_marks(task)
-                            if waits or type(answering) is not CoroutineType:
-                                scope.deadline = trio.current_time() + round_timeout
-                                responses = await answering
-                                _round_over(scope, machine, action, round_timeout)
+                            if driver.waited:  # (armed from their start, awaited plainly)
+                                _arm(scope, driver)
+                                answering = await answering
+                                if _round_over(scope):
+                                    raise timed_out(machine, action, driver.round_timeout)
                             else:
-                                # Until a turn of this flow has waited, each is started by
+                                # Until a turn of this driver has waited, each is started by
                                 # hand, and its deadline (counted from the round's start) armed
                                 # only if it waits: see `_Started`.
-                                responses = _Started.start(
-                                    answering, scope, trio.current_time() + round_timeout
-                                )
-                                if type(responses) is _Started:
-                                    waits = True  # (later turns are awaited as above)
-                                    responses = await responses
-                                    _round_over(scope, machine, action, round_timeout)
-                        if ask is not None and type(action.requests) is OneRequest:
-                            action = machine.answered_one(responses)
-                        elif responses is None:  # no one to wait for the answers here
+                                answering = _Started.start(answering, scope, driver)
+                                if type(answering) is _Started:
+                                    driver.waited = True
+                                    answering = await answering
+                                    if _round_over(scope):
+                                        raise timed_out(machine, action, driver.round_timeout)
+                        else:
+                            answering = await answering
+                        if type(action) is OneRequest:
+                            action = machine.answered_one(answering)
+                        elif answering is None:  # no one to wait for the answers here
                             break
                         else:
-                            action = machine.answered(responses)
+                            action = machine.answered(answering)
                     else:  # a Complete, or a Suspend with no one to wait for it
                         break
                 if type(action) is not Feed:
@@ -175,10 +237,10 @@ async def drive(
                 try:
                     await flow.aclose()
                 except BaseException:  # cancelled while closing: leave ours all the same
-                    scope.__exit__(*sys.exc_info())
+                    _leave(scope)
                     raise
             # Leave the scope as a `with` would: it swallows only its own deadline's Cancelled.
-            if not scope.__exit__(*sys.exc_info()):
+            if not _leave(scope):
                 raise
         else:
             if scope is not None:
@@ -186,15 +248,33 @@ async def drive(
     except BaseException:
         await flow.aclose()
         raise
-    error = await flow.aclose()
+    answering = await flow.aclose()  # (now an error raised while closing, or None)
     if scope is not None and scope.cancelled_caught:  # the client's turn outlived its deadline
-        raise timed_out(machine, action, round_timeout)  # type: ignore[arg-type]
-    if error is not None:
-        raise error
-    if value_only:
+        raise timed_out(machine, action, driver.round_timeout)  # type: ignore[arg-type]
+    if answering is not None:
+        raise answering
+    if driver.value_only:
         assert type(action) is Complete  # a turn that always waits: only a finish stops here
         return action.value
     return action
+
+
+async def _run(action: RunStep | RunPoll, machine: Replay, driver: Driver) -> Action:
+    """Run the step or poll *action* asks for, and report its value to *machine*."""
+    if isinstance(action, RunStep):
+        return machine.ran(await driver.run_step(action.step))
+    value = await call(action.poll.fn, action.poll.args)
+    return machine.polled(value, driver.now())
+
+
+def _arm(scope: trio.CancelScope, driver: Driver) -> None:
+    scope.deadline = trio.current_time() + driver.round_timeout
+
+
+def _leave(scope: trio.CancelScope) -> bool | None:
+    """Leave *scope* with the exception being handled, as a `with` block would: true when the
+    scope swallowed it (its own deadline's `Cancelled`)."""
+    return scope.__exit__(*sys.exc_info())
 
 
 class _Started:
@@ -217,15 +297,20 @@ class _Started:
     __slots__ = ("_coro", "_yielded")
 
     @staticmethod
-    def start(coro: CoroutineType[Any, Any, Any], scope: trio.CancelScope, deadline: float) -> Any:
-        """Run *coro* to its first yield: its value when it finishes without waiting; else
-        *scope*'s *deadline* is armed, and the `_Started` to await the rest with is returned."""
+    def start(coro: Awaitable[Any], scope: trio.CancelScope, driver: Driver) -> Any:
+        """Run *coro* (a coroutine, or any awaitable) to its first yield: its value when it
+        finishes without waiting; else *scope*'s deadline is armed (the *driver*'s
+        `round_timeout` from when *coro* started), and the `_Started` to await the rest with is
+        returned."""
+        deadline = trio.current_time() + driver.round_timeout
+        started = coro if type(coro) is CoroutineType else _awaited(coro)
+        assert type(started) is CoroutineType
         try:
-            yielded = coro.send(None)
+            yielded = started.send(None)
         except StopIteration as finished:
             return finished.value
         scope.deadline = deadline
-        return _Started(coro, yielded)
+        return _Started(started, yielded)
 
     def __init__(self, coro: CoroutineType[Any, Any, Any], yielded: Any) -> None:
         self._coro = coro
@@ -267,21 +352,27 @@ class _Started:
 _SENT: Any = object()
 
 
-def _round_over(
-    scope: trio.CancelScope, machine: Replay, suspend: Suspend, round_timeout: float
-) -> None:
-    """A timed turn that waited is over: clear the round's deadline, or raise
-    [RoundTimeout][mrtr_trio.RoundTimeout] when it passed as the answers came in."""
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    # An awaitable that is not a coroutine, as one (to be started by hand).
+    return await awaitable
+
+
+def _round_over(scope: trio.CancelScope) -> bool:
+    """A timed turn that waited is over: clear the round's deadline; true when it passed as
+    the answers came in (a [RoundTimeout][mrtr_trio.RoundTimeout])."""
     if scope.cancel_called:
-        raise timed_out(machine, suspend, round_timeout)
+        return True
     scope.deadline = math.inf
+    return False
 
 
-def timed_out(machine: Replay, suspend: Suspend, round_timeout: float) -> RoundTimeout:
-    """The error for a client that did not answer *suspend* within *round_timeout*."""
+def timed_out(machine: Replay, asked: Suspend | OneRequest, round_timeout: float) -> RoundTimeout:
+    """The error for a client that did not answer *asked* (a request asked alone, or a
+    [Suspend][mrtr_trio._replay.Suspend]) within *round_timeout*."""
+    requests = asked if type(asked) is OneRequest else asked.requests  # type: ignore[union-attr]
     return RoundTimeout(
         f"{machine.name}: the client did not answer round {machine.rounds} "
-        f"({', '.join(suspend.requests)}) within round_timeout={round_timeout} s"
+        f"({', '.join(requests)}) within round_timeout={round_timeout} s"
     )
 
 

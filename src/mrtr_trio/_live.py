@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Coroutine, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
 import trio
 
@@ -66,63 +66,54 @@ def run_live(
             replayable=replayable,
             client_capabilities=client_capabilities if ask is not None else None,
         )
-        turns = _Turns(runtime, machine, ask, replayable)
+        # (Its turns are the drive's driver, and lend the context push-style asks.)
+        refused = not replayable and not runtime.legacy_shim
+        turns = (_ShimRefused if refused else _Turns)(runtime, machine, ask)
         ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
         flow = open_flow(handler, ctx, arguments, name=name, replayable=replayable)
     except Exception as error:  # raised when awaited, as from any coroutine function
         return _raise(error)
-    return drive(
-        flow,
-        machine,
-        turns,
-        _run_step,
-        trio.current_time,
-        round_timeout=runtime.round_timeout,
-        # One request is asked straight from the loop; the turn checks the shim first.
-        ask=ask if replayable or runtime.legacy_shim else None,
-        value_only=True,
-    )
+    return drive(flow, machine, turns)
 
 
 async def _raise(error: Exception) -> NoReturn:
     raise error
 
 
-async def _run_step(step: Step) -> Any:
-    # The generator stays alive, so the step runs once by construction; its key only needs
-    # to be unique per flow and position.
-    key = secrets.token_urlsafe(STEP_KEY_BYTES)
-    return await call_step(step.fn, step.args, lambda: key)
-
-
 class _Turns:
-    """The client's turns on a live session."""
+    """The client's turns on a live session: the [Driver][mrtr_trio._drive.Driver] of one
+    flow's drive (one request is asked with `ask` by the drive itself), and what lends its
+    context push-style asks."""
 
-    __slots__ = ("_ask", "_machine", "_replayable", "_runtime")
+    __slots__ = ("_machine", "_runtime", "ask", "round_timeout", "waited")
 
-    def __init__(
-        self, runtime: Runtime, machine: Replay, ask: AskFunction | None, replayable: bool
-    ) -> None:
+    waits: ClassVar[bool] = True
+    value_only: ClassVar[bool] = True
+    now = staticmethod(trio.current_time)
+
+    def __init__(self, runtime: Runtime, machine: Replay, ask: AskFunction | None) -> None:
         self._runtime = runtime
         self._machine = machine
-        self._ask = ask
-        self._replayable = replayable
+        self.ask = ask
+        self.round_timeout = runtime.round_timeout
+        self.waited = False
 
-    async def __call__(self, suspend: Suspend) -> Mapping[str, Any]:
+    @staticmethod
+    async def run_step(step: Step) -> Any:
+        # The generator stays alive, so the step runs once by construction; its key only needs
+        # to be unique per flow and position.
+        key = secrets.token_urlsafe(STEP_KEY_BYTES)
+        return await call_step(step.fn, step.args, lambda: key)
+
+    async def turn(self, suspend: Suspend) -> Mapping[str, Any]:
         requests = suspend.requests
         if suspend.retry_after is not None:  # a poll waiting for the outside world
             await trio.sleep(suspend.retry_after)
             return {}
-        if not self._replayable and not self._runtime.legacy_shim:
-            raise MrtrError(
-                f"{self._machine.name} returned input_required() on a legacy session, but the "
-                "runtime has legacy_shim=False: enable the shim, or write the handler in yield "
-                "style"
-            )
         if not requests:  # the shim's state-only round: a paced round trip
             await trio.sleep(self._runtime.state_only_pacing)
             return {}
-        ask = self._ask
+        ask = self.ask
         if ask is None:
             kinds = ", ".join(sorted({r.method for r in requests.values()}))
             raise BackChannelUnavailable(
@@ -147,7 +138,7 @@ class _Turns:
         try:
             while True:
                 with trio.CancelScope(deadline=trio.current_time() + round_timeout) as scope:
-                    responses = await self(action)
+                    responses = await self.turn(action)
                 if scope.cancelled_caught:
                     raise timed_out(machine, action, round_timeout)
                 reply = machine.answered(responses)
@@ -158,6 +149,20 @@ class _Turns:
         except BaseException:
             machine.abandon()  # the handler may catch the error and carry on
             raise
+
+
+class _ShimRefused(_Turns):
+    """The turns of a return-style handler when the runtime has `legacy_shim=False`: every
+    one is refused (a return-style flow asks only through turns, never one request alone)."""
+
+    __slots__ = ()
+
+    async def turn(self, suspend: Suspend) -> Mapping[str, Any]:
+        raise MrtrError(
+            f"{self._machine.name} returned input_required() on a legacy session, but the "
+            "runtime has legacy_shim=False: enable the shim, or write the handler in yield "
+            "style"
+        )
 
 
 async def _ask_all(ask: AskFunction, requests: Mapping[str, Request]) -> dict[str, Any]:

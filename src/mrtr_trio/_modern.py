@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._context import Context, Host
-from ._drive import Turn, drive
+from ._drive import Round, Turn, drive
 from ._errors import InvalidInputResponse
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
@@ -93,7 +93,7 @@ async def advance(
 
         return await call_step(step.fn, step.args, key, store, runtime.ttl)
 
-    action = await drive(flow, machine, turn, run_step, codec.clock)
+    action = await drive(flow, machine, Round(turn, run_step, codec.clock))
     if type(action) is Complete:
         return action
     # (A plain dict for the caller, whatever mapping the machine asked with.)
