@@ -67,8 +67,8 @@ def run_live(
             client_capabilities=client_capabilities if ask is not None else None,
         )
         # (Its turns are the drive's driver, and lend the context push-style asks.)
-        refused = not replayable and not runtime.legacy_shim
-        turns = (_ShimRefused if refused else _Turns)(runtime, machine, ask)
+        kind = _Turns if replayable else _Shim if runtime.legacy_shim else _ShimRefused
+        turns = kind(runtime, machine, ask)
         ctx = Context("legacy", client_capabilities, machine=machine, push=turns, host=host)
         flow = open_flow(handler, ctx, arguments, name=name, replayable=replayable)
     except Exception as error:  # raised when awaited, as from any coroutine function
@@ -85,14 +85,13 @@ class _Turns:
     flow's drive (one request is asked with `ask` by the drive itself), and what lends its
     context push-style asks."""
 
-    __slots__ = ("_machine", "_runtime", "ask", "round_timeout", "waited")
+    __slots__ = ("_machine", "ask", "round_timeout", "waited")
 
     waits: ClassVar[bool] = True
     value_only: ClassVar[bool] = True
     now = staticmethod(trio.current_time)
 
     def __init__(self, runtime: Runtime, machine: Replay, ask: AskFunction | None) -> None:
-        self._runtime = runtime
         self._machine = machine
         self.ask = ask
         self.round_timeout = runtime.round_timeout
@@ -106,12 +105,11 @@ class _Turns:
         return await call_step(step.fn, step.args, lambda: key)
 
     async def turn(self, suspend: Suspend) -> Mapping[str, Any]:
+        # (A yield-style flow's turn asks something or waits for a poll: its pauses are free.
+        # A return-style flow's state-only round is the shim's: see `_Shim`.)
         requests = suspend.requests
         if suspend.retry_after is not None:  # a poll waiting for the outside world
             await trio.sleep(suspend.retry_after)
-            return {}
-        if not requests:  # the shim's state-only round: a paced round trip
-            await trio.sleep(self._runtime.state_only_pacing)
             return {}
         ask = self.ask
         if ask is None:
@@ -133,7 +131,7 @@ class _Turns:
         It runs inside the handler, so it is timed by a scope of its own: a timeout is raised
         where the handler awaits."""
         machine = self._machine
-        round_timeout = self._runtime.round_timeout
+        round_timeout = self.round_timeout
         action = machine.push({key: request})
         try:
             while True:
@@ -149,6 +147,23 @@ class _Turns:
         except BaseException:
             machine.abandon()  # the handler may catch the error and carry on
             raise
+
+
+class _Shim(_Turns):
+    """The turns of a return-style handler on the legacy shim: a state-only round (no
+    requests) is a round trip paced by `state_only_pacing`."""
+
+    __slots__ = ("_pacing",)
+
+    def __init__(self, runtime: Runtime, machine: Replay, ask: AskFunction | None) -> None:
+        super().__init__(runtime, machine, ask)
+        self._pacing = runtime.state_only_pacing
+
+    async def turn(self, suspend: Suspend) -> Mapping[str, Any]:
+        if not suspend.requests:
+            await trio.sleep(self._pacing)
+            return {}
+        return await super().turn(suspend)
 
 
 class _ShimRefused(_Turns):
