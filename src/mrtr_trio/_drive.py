@@ -40,7 +40,7 @@ import sys
 import types
 from collections.abc import Awaitable, Callable, Mapping
 from types import CoroutineType
-from typing import Any, ClassVar, Protocol
+from typing import Any, Protocol
 
 import trio
 
@@ -63,8 +63,6 @@ from ._values import Request
 __all__ = [
     "AskFunction",
     "Driver",
-    "Round",
-    "StepRunner",
     "Turn",
     "drive",
     "timed_out",
@@ -77,9 +75,6 @@ Turn = Callable[[Suspend], Awaitable[Mapping[str, Any] | None]]
 #: `await ask(key, request)` performs one server-to-client request and returns the answer
 #: (an answer object or the client's JSON).
 AskFunction = Callable[[str, Request], Awaitable[Any]]
-#: `await run_step(step)`: run a step's function once and return its value (the drivers give
-#: it an idempotency key, and the modern driver a store).
-StepRunner = Callable[[Step], Awaitable[Any]]
 
 
 class Driver(Protocol):
@@ -119,27 +114,6 @@ class Driver(Protocol):
 
     def now(self) -> float:
         """The clock poll deadlines are measured on."""
-
-
-class Round:
-    """The [Driver][mrtr_trio._drive.Driver] of one modern round: a *turn* that may wait for
-    the client (or none: the round ends where the client must take a turn), untimed."""
-
-    __slots__ = ("now", "run_step", "turn")
-
-    ask: ClassVar[None] = None
-    round_timeout: ClassVar[float] = math.inf
-    value_only: ClassVar[bool] = False
-    waited = False  # (never set: an untimed driver's turns are not started by hand)
-
-    def __init__(self, turn: Turn | None, run_step: StepRunner, now: Callable[[], float]) -> None:
-        self.turn: Any = turn  # (None: see `waits`)
-        self.run_step = run_step
-        self.now = now
-
-    @property
-    def waits(self) -> bool:
-        return self.turn is not None
 
 
 async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:

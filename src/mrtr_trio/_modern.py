@@ -10,14 +10,15 @@ turn ([InputRequired][mrtr_trio.InputRequired], with a fresh token for the machi
 from __future__ import annotations
 
 import functools
+import math
 import secrets
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from ._context import Context, Host
-from ._drive import Round, Turn, drive
+from ._drive import Turn, drive
 from ._errors import InvalidInputResponse
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import Cursor, qualified_name
@@ -84,20 +85,58 @@ async def advance(
         handler, ctx, arguments, cursor.pending, cursor.payload, name=name, replayable=replayable
     )
 
-    async def run_step(step: Step) -> Any:
+    action = await drive(flow, machine, _Round(turn, machine, codec, binding, store, runtime.ttl))
+    if type(action) is Complete:
+        return action
+    # (A plain dict for the caller, whatever mapping the machine asked with.)
+    return InputRequired(dict(action.requests), codec.seal(machine.checkpoint(), binding))
+
+
+class _Round:
+    """The [Driver][mrtr_trio._drive.Driver] of one modern round: a *turn* that may wait for
+    the client (or none: the round ends where the client must take a turn), untimed, and what
+    its steps need (their idempotency keys are derived from where *machine* stands)."""
+
+    __slots__ = ("_binding", "_codec", "_machine", "_store", "_ttl", "turn")
+
+    ask: ClassVar[None] = None
+    round_timeout: ClassVar[float] = math.inf
+    value_only: ClassVar[bool] = False
+    waited = False  # (never set: an untimed driver's turns are not started by hand)
+
+    def __init__(
+        self,
+        turn: Turn | None,
+        machine: Replay,
+        codec: StateCodec,
+        binding: bytes,
+        store: StepStore | None,
+        ttl: float,
+    ) -> None:
+        self.turn: Any = turn  # (None: see `waits`)
+        self._machine = machine
+        self._codec = codec
+        self._binding = binding
+        self._store = store
+        self._ttl = ttl
+
+    @property
+    def waits(self) -> bool:
+        return self.turn is not None
+
+    def now(self) -> float:
+        return self._codec.clock()
+
+    async def run_step(self, step: Step) -> Any:
+        machine, codec, binding = self._machine, self._codec, self._binding
+
         # The machine stands still while the step runs: its key is derived when first asked for.
         @functools.cache
         def key() -> str:
             so_far = machine.so_far()
             return codec.step_key(so_far, binding, len(so_far.journal))
 
-        return await call_step(step.fn, step.args, key, store, runtime.ttl)
-
-    action = await drive(flow, machine, Round(turn, run_step, codec.clock))
-    if type(action) is Complete:
-        return action
-    # (A plain dict for the caller, whatever mapping the machine asked with.)
-    return InputRequired(dict(action.requests), codec.seal(machine.checkpoint(), binding))
+        return await call_step(step.fn, step.args, key, self._store, self._ttl)
 
 
 async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) -> None:
