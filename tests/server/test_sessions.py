@@ -104,6 +104,46 @@ async def test_a_late_duplicate_answer_does_not_fail_the_next_round_and_the_watc
         assert guard._watches == {}  # every request settled: the session's watch is forgotten
 
 
+@pytest.mark.parametrize("response_sent", [True, False], ids=["answered", "unanswered"])
+async def test_a_call_whose_stream_breaks_is_cancelled_only_if_its_response_never_went_out(
+    response_sent: bool,
+) -> None:
+    """The client hangs up before the SSE stream's end: after the call's response that is
+    no reason to cancel it (official clients do so in a fifth of legacy trips over loopback)."""
+    posted: list[Any] = []
+    events = [{"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {}}]
+    if response_sent:
+        events.append({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})
+
+    async def sdk(scope: Any, receive: Any, send: Any) -> None:  # a stand-in for the SDK's app
+        posted.append(json.loads((await receive())["body"]))
+        if len(posted) > 1:
+            return  # a notification told by the guard
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for event in events:
+            chunk = f"event: message\r\ndata: {json.dumps(event)}\r\n\r\n".encode()
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        # ...and the stream ends here, its final empty body never sent: the client hung up.
+
+    async def receive() -> dict[str, Any]:
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t"}}
+        return {"type": "http.request", "body": json.dumps(call).encode(), "more_body": False}
+
+    async def send(message: Any) -> None:
+        pass
+
+    headers = [(b"mcp-session-id", b"s1"), (b"mcp-protocol-version", b"2025-11-25")]
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    with trio.fail_after(5):
+        await SessionGuard(sdk, max_body_size=1 << 20)(scope, receive, send)
+    told = [m.get("method") for m in posted[1:]]
+    if response_sent:
+        assert told == []
+    else:
+        assert told == ["notifications/cancelled"]
+        assert posted[1]["params"]["requestId"] == 7
+
+
 JUNK = [
     pytest.param(b'{"jsonrpc":"2.0","id":ID,"result":null}', "not a JSON-RPC response", id="null"),
     pytest.param(b"this is not json", "not readable JSON", id="not-json"),

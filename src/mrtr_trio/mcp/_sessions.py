@@ -5,8 +5,9 @@ carries the server-to-client requests. The SDK runs the call in the session's ta
 from the HTTP request, so two things would otherwise hang until `round_timeout`:
 
 - **the client drops the connection** (no DELETE, no cancel): when a POST's response ends
-  unfinished, this layer tells the session `notifications/cancelled` for that request, so the
-  SDK cancels it and the flow closes (its `finally` runs) at once;
+  unfinished, before the request's JSON-RPC response went out, this layer tells the session
+  `notifications/cancelled` for that request, so the SDK cancels it and the flow closes (its
+  `finally` runs) at once;
 - **the client answers with something the SDK drops** (not JSON, too deep, `"result": null`,
   an id it never sent): an [AnswerWatch][mrtr_trio.mcp._wirewatch.AnswerWatch] per session
   decides which waiting requests that fails, and this layer feeds the session an error response
@@ -81,15 +82,16 @@ class SessionGuard:
             feed = watch.received_json(parsed)
         request_id = _request_id(parsed)
         stream = object()
-        finished = asked = False
+        finished = asked = answered = False
 
         async def watched_send(message: Message) -> None:
-            nonlocal finished, asked
+            nonlocal finished, asked, answered
             if finished:
                 return  # e.g. the SDK's 500 after its 202 when the session ended (see _sdk)
             if message["type"] == "http.response.body":
-                if request_id is not None:
-                    asked = self._saw(session, message.get("body", b""), stream) or asked
+                if request_id is not None and not answered:
+                    saw = self._saw(session, message.get("body", b""), stream, request_id)
+                    asked, answered = asked or saw[0], saw[1]
                 finished = finished or not message.get("more_body", False)
             await send(message)
 
@@ -107,18 +109,23 @@ class SessionGuard:
                     # The last call that asked has ended. Not sooner: between rounds, the
                     # watch remembers the answered ids, so a late answer is not "never sent".
                     del self._watches[session]
-            if request_id is not None and not finished:
+            if request_id is not None and not finished and not answered:
+                # Not when the response went out and only the stream's end did not (the client
+                # hung up after reading it): a finished request is not cancelled.
                 feed.insert(0, _cancelled(request_id))
             if feed:  # scopes only when there is something to tell: most POSTs have nothing
                 with anyio.CancelScope(shield=True), anyio.move_on_after(_TELL_TIMEOUT):
                     for message in feed:
                         await self._tell(scope, message)
 
-    def _saw(self, session: str, chunk: bytes, stream: object) -> bool:
-        """Note the server-to-client messages in an SSE chunk of a response; whether one was a
-        request (the session's watch is made for the first)."""
-        if b'"method"' not in chunk:
-            return False
+    def _saw(
+        self, session: str, chunk: bytes, stream: object, request_id: Any
+    ) -> tuple[bool, bool]:
+        """Note the server-to-client messages in an SSE chunk of the response to *request_id*:
+        whether one was a request (the session's watch is made for the first), and whether one
+        was the response itself."""
+        if b'"method"' not in chunk and b'"result"' not in chunk and b'"error"' not in chunk:
+            return False, False  # nothing a watch reads, and not the response
         asked = False
         for line in chunk.splitlines():
             if line.startswith(b"data:"):
@@ -128,14 +135,19 @@ class SessionGuard:
                     continue
                 if not isinstance(message, dict):
                     continue
-                request = "id" in message and isinstance(message.get("method"), str)
+                if "method" not in message:
+                    identity = message.get("id")
+                    if type(identity) is type(request_id) and identity == request_id:
+                        return asked, True
+                    continue
+                request = "id" in message and isinstance(message["method"], str)
                 watch = self._watches.get(session)
                 if watch is None and request:
                     watch = self._watches[session] = AnswerWatch()
                 if watch is not None:
                     watch.sent(message, stream)
                 asked = asked or request
-        return asked
+        return asked, False
 
     async def _tell(self, scope: Scope, message: dict[str, Any]) -> None:
         """POST *message* to the session as its client would, discarding the reply."""
