@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -226,17 +226,22 @@ def raw_input_responses(params: Any) -> Any:
     return {key: answer_json(answer) for key, answer in typed.items()}
 
 
-async def guard_request_state(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+# The middleware below are plain functions that return the rest of the chain's awaitable when
+# they have nothing to wrap: no coroutine frame of theirs stays in the call's await chain, which
+# every resumption of a legacy flow's task (each ask, each answer) would otherwise pass through.
+
+
+def guard_request_state(ctx: ServerRequestContext[Any], call_next: CallNext) -> Awaitable[Any]:
     """Middleware: a non-string `requestState` gets the fixed requestState error (the SDK
     would otherwise reject it with a generic params error)."""
     if ctx.method in MRTR_METHODS and isinstance(ctx.params, Mapping):
         state = ctx.params.get("requestState")
         if state is not None and not isinstance(state, str):
             raise mcp_error(InvalidRequestState(f"not a string but {type(state).__name__}"))
-    return await call_next(ctx)
+    return call_next(ctx)
 
 
-async def lift_input_responses(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+def lift_input_responses(ctx: ServerRequestContext[Any], call_next: CallNext) -> Awaitable[Any]:
     """Middleware: take `inputResponses` out of the params before the SDK validates them, and
     hand them to the flow as raw JSON."""
     if (
@@ -244,10 +249,14 @@ async def lift_input_responses(ctx: ServerRequestContext[Any], call_next: CallNe
         and isinstance(ctx.params, Mapping)
         and ctx.params.get("inputResponses") is not None
     ):
-        params = dict(ctx.params)
-        token = _RAW_INPUT_RESPONSES.set(params.pop("inputResponses"))
-        try:
-            return await call_next(dataclasses.replace(ctx, params=params))
-        finally:
-            _RAW_INPUT_RESPONSES.reset(token)
-    return await call_next(ctx)
+        return _lifted(ctx, call_next)
+    return call_next(ctx)
+
+
+async def _lifted(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
+    params = dict(ctx.params or {})
+    token = _RAW_INPUT_RESPONSES.set(params.pop("inputResponses"))
+    try:
+        return await call_next(dataclasses.replace(ctx, params=params))
+    finally:
+        _RAW_INPUT_RESPONSES.reset(token)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 from mcp.server.context import CallNext, ServerRequestContext
@@ -72,10 +72,15 @@ def flow_failure(
     return MCPError(code, error_message(error))
 
 
-async def log_calls(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
-    """Middleware: one DEBUG line per MRTR call served (when DEBUG is enabled)."""
+def log_calls(ctx: ServerRequestContext[Any], call_next: CallNext) -> Awaitable[Any]:
+    """Middleware: one DEBUG line per MRTR call served (when DEBUG is enabled; otherwise it
+    hands back the rest of the chain's awaitable, so no frame of its own stays in the call)."""
     if ctx.method not in MRTR_METHODS or not log.isEnabledFor(logging.DEBUG):
-        return await call_next(ctx)
+        return call_next(ctx)
+    return _logged(ctx, call_next)
+
+
+async def _logged(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
     started = time.perf_counter()
     outcome = "cancelled"
     try:
