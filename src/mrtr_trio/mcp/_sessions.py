@@ -177,11 +177,15 @@ def _legacy_session(scope: Scope) -> str | None:
     """The session id of a legacy HTTP request, else `None`."""
     if scope["type"] != "http":
         return None
-    headers: dict[bytes, bytes] = dict(scope["headers"])  # the last repeated header wins
-    session = headers.get(b"mcp-session-id")
+    session: bytes | None = None
+    version: bytes | None = None
+    for name, value in scope["headers"]:  # the last repeated header wins
+        if name == b"mcp-session-id":
+            session = value
+        elif name == b"mcp-protocol-version":
+            version = value
     if session is None:
         return None
-    version = headers.get(b"mcp-protocol-version")
     if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
         return None
     return session.decode("latin-1")
