@@ -32,7 +32,7 @@ from . import client, flows
 from ._timing import Stats
 from .servers import IMPLEMENTATIONS
 
-__all__ = ["ERAS", "LEGS", "TRANSPORTS", "side_by_side"]
+__all__ = ["ERAS", "LEGS", "TRANSPORTS", "cpu_seconds", "flow", "served", "side_by_side"]
 
 TRANSPORTS = ("stdio", "http")
 #: era -> the client's mode
@@ -55,10 +55,11 @@ def _command(name: str, transport: str, *extra: str) -> list[str]:
 
 
 @asynccontextmanager
-async def _served(
-    name: str, transport: str, scratch: Path
+async def served(
+    name: str, transport: str, scratch: Path, stack: str = "own"
 ) -> AsyncIterator[tuple[Any, Callable[[], int]]]:
-    """Start *name*'s server; yield what ``mcp.Client`` connects to and how to find its pid."""
+    """Start *name*'s server (over HTTP behind *stack*, see [benchmarks.servers.__main__][]);
+    yield what ``mcp.Client`` connects to and how to find its pid."""
     if transport == "stdio":  # the client spawns it; the server writes its pid first
         pidfile = scratch / f"{name}.pid"
         command = _command(name, "stdio", "--pidfile", str(pidfile))
@@ -68,7 +69,7 @@ async def _served(
         )
         return
     process = await trio.lowlevel.open_process(
-        _command(name, "http"), stdin=-1, stdout=-1, cwd=ROOT
+        _command(name, "http", "--stack", stack), stdin=-1, stdout=-1, cwd=ROOT
     )
     try:
         assert process.stdout is not None and process.stdin is not None
@@ -96,7 +97,7 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(b.text for b in result.content if isinstance(b, types.TextContent))
 
 
-async def _flow(client: Client) -> None:
+async def flow(client: Client) -> None:
     result = await client.call_tool("trip", ARGUMENTS)
     if result.is_error or _text(result) != EXPECTED:
         raise RuntimeError(f"the trip flow returned {result!r}")
@@ -116,7 +117,7 @@ async def _combo(transport: str, era: str, iterations: int, warmup: int) -> dict
             pids: dict[str, Callable[[], int]] = {}
             for name in names:
                 target, pid = await stack.enter_async_context(
-                    _served(name, transport, Path(scratch))
+                    served(name, transport, Path(scratch))
                 )
                 clients[name] = await stack.enter_async_context(
                     Client(target, mode=ERAS[era], elicitation_callback=client.answer)
@@ -126,13 +127,13 @@ async def _combo(transport: str, era: str, iterations: int, warmup: int) -> dict
                 pids[name] = pid
             for _ in range(warmup):
                 for name in names:
-                    await _flow(clients[name])
+                    await flow(clients[name])
             latencies: dict[str, list[float]] = {name: [] for name in names}
             cpu_before = {name: cpu_seconds(pids[name]()) for name in names}
             for i in range(iterations):
                 for name in names[i % len(names) :] + names[: i % len(names)]:
                     start = time.perf_counter_ns()
-                    await _flow(clients[name])
+                    await flow(clients[name])
                     latencies[name].append((time.perf_counter_ns() - start) / 1e6)
             cpu_after = {name: cpu_seconds(pids[name]()) for name in names}
             sizes = {}
