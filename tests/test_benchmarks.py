@@ -139,3 +139,14 @@ def test_the_rounds_the_instruction_count_runs_run(kind: str) -> None:
     from benchmarks.instructions import run_rounds
 
     trio.run(run_rounds, kind, 2)  # (what callgrind counts; valgrind itself is not needed here)
+
+
+def test_the_stacks_benchmark_serves_each_server_behind_both_stacks() -> None:
+    import trio
+
+    from benchmarks.stacks import VARIANTS, stacks
+
+    result = trio.run(stacks, 2, 1, 1)  # 2 trips, 1 run, 1 warm-up: it runs, not a figure
+    assert set(VARIANTS) <= set(result)
+    for label in VARIANTS:
+        assert 0 <= result[label]["median_ms"] < 1000  # CPU per leg: finite and sane
