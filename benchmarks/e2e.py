@@ -3,6 +3,12 @@
 trio, over stdio and Streamable HTTP (hypercorn's trio worker), on a legacy session
 (2025-11-25) and on 2026-07-28.
 
+Over HTTP each implementation runs behind the ASGI stack its product ships: mrtr_trio behind
+`App.asgi()` (the SDK's app with mrtr_trio's session knobs, behind
+[SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK servers behind the SDK's
+`streamable_http_app()` as it comes; all on `mrtr_trio.mcp`'s hypercorn settings.
+[benchmarks.stacks][] measures what each stack costs apart from the server behind it.
+
 Per transport and era, the three servers run at once and the iterations interleave them (the
 order rotates each iteration), so machine noise hits all three alike. Each flow's wall-clock
 latency is timed at the client, and a/c and a/b are medians of the per-iteration ratios. Each

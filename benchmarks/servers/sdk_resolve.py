@@ -116,8 +116,9 @@ async def serve_stdio() -> None:
 
 
 async def serve_http(task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
-    """Serve on a free loopback port with `mrtr_trio.mcp`'s own HTTP server settings, as
-    `App.serve_http` does."""
+    """Serve the SDK's `streamable_http_app()`, as it comes, on a free loopback port with
+    `mrtr_trio.mcp`'s hypercorn settings (those of `App.serve_http`; the App's ASGI stack
+    differs, see [benchmarks.servers.__main__][])."""
     await transports.serve_http(
         build().streamable_http_app(), "127.0.0.1", 0, "/mcp", task_status=task_status
     )
