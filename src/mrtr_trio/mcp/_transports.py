@@ -21,10 +21,12 @@ from hypercorn.config import Config
 from hypercorn.trio import serve
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
+from ._endpoint import Endpoint
 from ._sdk import quiet_known_sdk_races
 from ._sessions import SessionGuard
 from ._wirewatch import AnswerWatch
@@ -258,7 +260,8 @@ def asgi_app(
     session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
     max_sessions: int | None = MAX_SESSIONS,
 ) -> ASGIApp:
-    """A fresh Streamable HTTP ASGI app for *server*, accepting only loopback `Host` headers
+    """A fresh Streamable HTTP ASGI app for *server* (the SDK's session manager at *path*,
+    [Endpoint][mrtr_trio.mcp._endpoint.Endpoint]), accepting only loopback `Host` headers
     unless *allowed_hosts* (`"host"` or `"host:port"`, `*` as a port wildcard) is given.
 
     Legacy sessions close after *session_idle_timeout* seconds without a request in flight
@@ -275,16 +278,16 @@ def asgi_app(
         allowed_hosts=[*hosts, *patterns],
         allowed_origins=origins,
     )
-    app = server.streamable_http_app(
-        streamable_http_path=path,
-        stateless_http=stateless,
+    manager = StreamableHTTPSessionManager(
+        app=server,
         json_response=json_response,
-        transport_security=security,
+        stateless=stateless,
+        security_settings=security,
         max_request_body_size=max_body_size,
         session_idle_timeout=session_idle_timeout,
         max_sessions=max_sessions,
     )
-    return SessionGuard(app, max_body_size=max_body_size)
+    return SessionGuard(Endpoint(manager, path), max_body_size=max_body_size)
 
 
 async def serve_http(
