@@ -4,8 +4,8 @@ trio, over stdio and Streamable HTTP (hypercorn's trio worker), on a legacy sess
 (2025-11-25) and on 2026-07-28.
 
 Over HTTP each implementation runs behind the ASGI stack its product ships: mrtr_trio behind
-`App.asgi()` (the SDK's app with mrtr_trio's session knobs, behind
-[SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK servers behind the SDK's
+`App.asgi()` (the SDK's session manager with mrtr_trio's session knobs, on a bare endpoint
+with no web framework, behind [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK servers behind the SDK's
 `streamable_http_app()` as it comes; all on `mrtr_trio.mcp`'s hypercorn settings.
 [benchmarks.stacks][] measures what each stack costs apart from the server behind it.
 

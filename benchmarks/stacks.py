@@ -5,8 +5,9 @@
 The end-to-end benchmark ([benchmarks.e2e][]) serves each implementation behind the ASGI stack
 its product ships (see [benchmarks.servers.__main__][]): mrtr_trio's `App.asgi()` puts
 [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard] (a dropped connection cancels its call,
-an answer the SDK would drop fails its round at once) in front of the SDK's Streamable HTTP
-app, while the SDK servers run the SDK's `streamable_http_app()` as it comes. So a/c over
+an answer the SDK would drop fails its round at once) in front of the SDK's session manager on
+a bare endpoint (no Starlette), while the SDK servers run the SDK's `streamable_http_app()`
+(its session manager inside a Starlette app) as it comes. So a/c over
 HTTP compares both the servers and their stacks. This benchmark separates the two: it serves
 (a) mrtr_trio and (c) sdk-handbuilt each behind both stacks, four processes at once, runs the
 3-question trip on a legacy (2025-11-25) session with the official ``mcp.Client`` over

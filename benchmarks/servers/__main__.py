@@ -6,8 +6,8 @@ loopback port, prints the endpoint URL as its first line, and stops when its std
 
 Over HTTP every implementation runs on hypercorn's trio worker with `mrtr_trio.mcp`'s settings
 (`mrtr_trio.mcp._transports.serve_http`), and by default behind the ASGI stack its own product
-ships: `App.asgi()` for mrtr_trio (the SDK's Streamable HTTP app with mrtr_trio's session
-knobs, behind [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK's
+ships: `App.asgi()` for mrtr_trio (the SDK's session manager with mrtr_trio's session knobs
+on a bare endpoint, behind [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK's
 `streamable_http_app()` with its defaults for the SDK servers. ``--stack sdk`` or
 ``--stack mrtr_trio`` serves a low-level server behind the other stack instead, to measure
 what each stack costs ([benchmarks.stacks][]).
