@@ -5,8 +5,9 @@ trio, over stdio and Streamable HTTP (hypercorn's trio worker), on a legacy sess
 
 Over HTTP each implementation runs behind the ASGI stack its product ships: mrtr_trio behind
 `App.asgi()` (the SDK's session manager with mrtr_trio's session knobs, on a bare endpoint
-with no web framework, behind [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK servers behind the SDK's
-`streamable_http_app()` as it comes; all on `mrtr_trio.mcp`'s hypercorn settings.
+with no web framework, behind [SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), the SDK
+servers behind the SDK's `streamable_http_app()` as it comes; all on `mrtr_trio.mcp`'s
+hypercorn settings.
 [benchmarks.stacks][] measures what each stack costs apart from the server behind it.
 
 Per transport and era, the three servers run at once and the iterations interleave them (the
