@@ -16,15 +16,8 @@ from mrtr_trio.mcp._endpoint import Endpoint
 from mrtr_trio.mcp._transports import serve_http
 
 from . import apps
-from .test_transports import MODERN_HEADERS, MODERN_META
-
-DISCOVER = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "server/discover",
-    "params": {"_meta": MODERN_META},
-}
-HEADERS = dict(MODERN_HEADERS, **{"Mcp-Method": "server/discover"})
+from .test_transports import DISCOVER
+from .test_transports import DISCOVER_HEADERS as HEADERS
 
 
 async def test_the_path_is_served_with_or_without_a_slash_and_nothing_else_is(

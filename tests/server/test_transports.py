@@ -28,6 +28,14 @@ MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "sampling": {}, "roots": {}},
 }
+#: A modern `server/discover` request, and its headers.
+DISCOVER = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "server/discover",
+    "params": {"_meta": MODERN_META},
+}
+DISCOVER_HEADERS = dict(MODERN_HEADERS, **{"Mcp-Method": "server/discover"})
 
 
 def stdio_server() -> StdioServerParameters:
@@ -170,13 +178,7 @@ async def test_raw_modern_wire(nursery: trio.Nursery) -> None:
 
 async def test_only_loopback_hosts_are_accepted(nursery: trio.Nursery) -> None:
     url = await nursery.start(apps.app.serve_http, "127.0.0.1", 0)
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {"_meta": MODERN_META},
-    }
-    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "server/discover"})
+    body, headers = DISCOVER, DISCOVER_HEADERS
     async with httpx2.AsyncClient(timeout=10) as http:
         evil = await http.post(url, json=body, headers={**headers, "Host": "evil.example.com"})
         good = await http.post(url, json=body, headers=headers)
@@ -193,13 +195,7 @@ async def test_asgi_apps_are_fresh_per_call_and_honour_allowed_hosts(nursery: tr
     public = await nursery.start(
         serve_http, apps.app.asgi(allowed_hosts=["example.com"]), "127.0.0.1", 0, "/mcp"
     )
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "server/discover",
-        "params": {"_meta": MODERN_META},
-    }
-    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "server/discover"})
+    body, headers = DISCOVER, DISCOVER_HEADERS
     async with httpx2.AsyncClient(timeout=10) as http:
         named = await http.post(public, json=body, headers={**headers, "Host": "example.com"})
         foreign = await http.post(loopback, json=body, headers={**headers, "Host": "example.com"})
