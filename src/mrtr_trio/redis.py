@@ -1,5 +1,6 @@
-"""A step store that several processes share: [RedisStepStore][mrtr_trio.redis.RedisStepStore],
-on the official `redis` client (install `mrtr_trio[redis]`).
+"""Stores that several processes share, on the official `redis` client (install
+`mrtr_trio[redis]`): [RedisStepStore][mrtr_trio.redis.RedisStepStore] for steps and
+[RedisTaskStore][mrtr_trio.redis.RedisTaskStore] for the records of the tasks extension.
 
 Behind a load balancer, two presentations of one `requestState` may reach two processes; only a
 store they share lets one of them run a step and the other reuse its result. Each key holds a
@@ -13,6 +14,11 @@ a millisecond expiry:
 - *release*: a Lua script deletes the key only while it still holds the claim marker, so a
   recorded result is never dropped.
 
+A task's record is one key holding its JSON form
+([TaskRecord.to_json][mrtr_trio.mcp.TaskRecord.to_json]), expiring with the record: any process
+can then answer `tasks/get`, while the process that runs the task's handler writes it with a
+compare-and-set on its `revision`.
+
 The client is synchronous and thread-safe; each call runs in a worker thread
 (`trio.to_thread.run_sync`) on the client's connection pool, which is reused across calls.
 Errors from Redis (connection refused, a timeout, a read-only replica) propagate: the runtime
@@ -21,12 +27,18 @@ then fails the step closed with [StepStoreUnavailable][mrtr_trio.StepStoreUnavai
 
 from __future__ import annotations
 
+import json
 import math
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import trio
 
 from ._steps import BUSY, WON, Claim
+
+if TYPE_CHECKING:  # mrtr_trio.mcp (the MCP SDK) is imported only when a task record is read
+    from .mcp import TaskRecord
 
 try:
     import redis
@@ -35,7 +47,7 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
         "mrtr_trio.redis needs the redis package: pip install 'mrtr_trio[redis]'"
     ) from error
 
-__all__ = ["RedisStepStore"]
+__all__ = ["RedisStepStore", "RedisTaskStore"]
 
 # What a key holds: the claim marker while its step runs, or the result behind a prefix.
 _CLAIMED = b"c"
@@ -58,8 +70,65 @@ end
 return 0
 """
 
+# KEYS[1]: the task's key; ARGV: the record's JSON, its revision. Replaces the record (keeping
+# the key's expiry) only when the stored revision is lower. Returns 1 when replaced, 0 when not
+# (or the key is gone), -1 when the stored value is not a record with a revision.
+_PUT_NEWER = """
+local held = redis.call('GET', KEYS[1])
+if not held then
+    return 0
+end
+local ok, current = pcall(cjson.decode, held)
+if not ok or type(current) ~= 'table' or type(current['revision']) ~= 'number' then
+    return -1
+end
+if current['revision'] < tonumber(ARGV[2]) then
+    redis.call('SET', KEYS[1], ARGV[1], 'KEEPTTL')
+    return 1
+end
+return 0
+"""
 
-class RedisStepStore:
+
+class _RedisStore:
+    """The client, key prefix and worker-thread calls both stores share."""
+
+    def __init__(self, url_or_client: str | redis.Redis, *, prefix: str, timeout: float) -> None:
+        kind = type(self).__name__
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
+        if isinstance(url_or_client, str):
+            client = redis.Redis.from_url(
+                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
+            )
+            self._owned = True
+        elif isinstance(url_or_client, redis.Redis):
+            client = url_or_client
+            self._owned = False
+        else:
+            raise TypeError(
+                f"{kind} needs a URL (redis://, rediss://, unix://) or a redis.Redis "
+                f"client, got {type(url_or_client).__name__}"
+            )
+        if client.get_connection_kwargs().get("decode_responses"):
+            raise ValueError(f"{kind} needs a client without decode_responses: values are bytes")
+        self.client = client
+        self.prefix = prefix
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.client!r}, prefix={self.prefix!r})"
+
+    def close(self) -> None:
+        """Disconnect the client if the store made it from a URL (a client passed in is the
+        caller's to close)."""
+        if self._owned:
+            self.client.close()
+
+    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+
+
+class RedisStepStore(_RedisStore):
     """A [StepStore][mrtr_trio.StepStore] on Redis, shared by every process that serves a flow.
 
     - *url_or_client*: a URL (`redis://host:port/db`, `rediss://...` for TLS,
@@ -84,32 +153,10 @@ class RedisStepStore:
     def __init__(
         self, url_or_client: str | redis.Redis, *, prefix: str = "", timeout: float = 5.0
     ) -> None:
-        if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
-        if isinstance(url_or_client, str):
-            client = redis.Redis.from_url(
-                url_or_client, socket_timeout=timeout, socket_connect_timeout=timeout
-            )
-            self._owned = True
-        elif isinstance(url_or_client, redis.Redis):
-            client = url_or_client
-            self._owned = False
-        else:
-            raise TypeError(
-                "RedisStepStore needs a URL (redis://, rediss://, unix://) or a redis.Redis "
-                f"client, got {type(url_or_client).__name__}"
-            )
-        if client.get_connection_kwargs().get("decode_responses"):
-            raise ValueError(
-                "RedisStepStore needs a client without decode_responses: results are bytes"
-            )
-        self.client = client
-        self.prefix = prefix
+        super().__init__(url_or_client, prefix=prefix, timeout=timeout)
+        client = self.client
         self._claim = client.register_script(_CLAIM)
         self._release = client.register_script(_RELEASE)
-
-    def __repr__(self) -> str:
-        return f"RedisStepStore({self.client!r}, prefix={self.prefix!r})"
 
     async def claim(self, key: str, ttl: float) -> Claim:
         """Claim *key* for *ttl* seconds if nobody holds it (atomically, in one round trip)."""
@@ -129,14 +176,99 @@ class RedisStepStore:
         """Drop the claim on *key*; a recorded result (or nothing) is left as it is."""
         await self._run(self._release, [self.prefix + key], [_CLAIMED])
 
-    def close(self) -> None:
-        """Disconnect the client if the store made it from a URL (a client passed in is the
-        caller's to close)."""
-        if self._owned:
-            self.client.close()
 
-    async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+class RedisTaskStore(_RedisStore):
+    """A [TaskStore][mrtr_trio.mcp.TaskStore] on Redis, so that every process serving an
+    [App][mrtr_trio.mcp.App] can answer `tasks/get` for any task.
+
+    - *url_or_client*, *prefix*, *timeout*: as for
+      [RedisStepStore][mrtr_trio.redis.RedisStepStore]; a task's key is *prefix* +
+      `mrtr_trio:task:` + its id.
+    - *clock*: seconds since the epoch; records are stamped and expired by it.
+
+    Each record is one key holding its JSON form, created with `SET NX` (`ValueError` when
+    the task exists) and expiring with the record (no expiry for an unlimited time to live).
+    `put` is one Lua script: a compare-and-set that replaces the record only when the stored
+    `revision` is lower, keeps the key's expiry, and does nothing when the key is gone. `get`
+    treats a record past its `expires_at` by *clock* as gone, and raises `ValueError` naming
+    the key when it holds something that is not a record.
+
+    Unlike [MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore], the store has no `max_tasks`
+    bound of its own and never raises [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull]: Redis's
+    `maxmemory` and its eviction policy bound it (with `noeviction`, a full Redis refuses the
+    `SET` and the error propagates; a `volatile-*` policy may drop records before they expire).
+    """
+
+    #: What every task key starts with, after the store's prefix.
+    KEY_PREFIX = "mrtr_trio:task:"
+
+    def __init__(
+        self,
+        url_or_client: str | redis.Redis,
+        *,
+        prefix: str = "",
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__(url_or_client, prefix=prefix, timeout=timeout)
+        self.clock = clock
+        self._put_newer = self.client.register_script(_PUT_NEWER)
+
+    def key(self, task_id: str) -> str:
+        """The Redis key of the task *task_id*."""
+        return self.prefix + self.KEY_PREFIX + task_id
+
+    async def create(self, record: TaskRecord) -> None:
+        """Add a new task, atomically (`ValueError` when a task with its id exists)."""
+        key = self.key(record.task_id)
+        created = await self._run(
+            self.client.set, key, _json_of(record), nx=True, px=self._expiry(record)
+        )
+        if not created:
+            raise ValueError(f"task {record.task_id!r} exists already")
+
+    async def get(self, task_id: str) -> TaskRecord | None:
+        """The task's current record, or `None` when unknown or expired."""
+        key = self.key(task_id)
+        held = await self._run(self.client.get, key)
+        if held is None:
+            return None
+        from .mcp import TaskRecord
+
+        try:
+            record = TaskRecord.from_json(json.loads(held))
+        except ValueError as error:  # json.JSONDecodeError and UnicodeDecodeError too
+            raise _foreign(key, held, error) from error
+        return None if self.clock() >= record.expires_at else record
+
+    async def put(self, record: TaskRecord) -> None:
+        """Replace the task's record with this newer revision (ignored if it is gone or the
+        stored revision is not lower)."""
+        key = self.key(record.task_id)
+        outcome = await self._run(self._put_newer, [key], [_json_of(record), record.revision])
+        if outcome == -1:
+            held = await self._run(self.client.get, key)
+            raise _foreign(key, held, ValueError("it has no revision"))
+
+    async def delete(self, task_id: str) -> None:
+        """Forget the task."""
+        await self._run(self.client.delete, self.key(task_id))
+
+    def _expiry(self, record: TaskRecord) -> int | None:
+        if record.ttl is None:
+            return None
+        return _milliseconds(record.expires_at - self.clock())
+
+
+def _json_of(record: TaskRecord) -> bytes:
+    return json.dumps(record.to_json(), separators=(",", ":")).encode()
+
+
+def _foreign(key: str, held: Any, error: Exception) -> ValueError:
+    shown = held if not isinstance(held, bytes) or len(held) <= 80 else held[:80] + b"..."
+    return ValueError(
+        f"the task store key {key!r} holds {shown!r}, which RedisTaskStore did not write ({error})"
+    )
 
 
 def _milliseconds(ttl: float) -> int:

@@ -16,7 +16,7 @@ import datetime
 import math
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 import attrs
 
@@ -80,6 +80,30 @@ class TaskRecord:
         """A newer revision of this record, updated at *at*."""
         return attrs.evolve(self, updated_at=at, revision=self.revision + 1, **changes)
 
+    def to_json(self) -> dict[str, Any]:
+        """The whole record as a JSON-able dict (every field, under its attribute name), for
+        a store that keeps records outside the process;
+        [from_json][mrtr_trio.mcp.TaskRecord.from_json] reads it back."""
+        data = attrs.asdict(self, recurse=False)
+        data["owner"] = list(self.owner)
+        data["input_requests"] = dict(self.input_requests)
+        for name in ("result", "error"):
+            if data[name] is not None:
+                data[name] = dict(data[name])
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> TaskRecord:
+        """The record [to_json][mrtr_trio.mcp.TaskRecord.to_json] made; `ValueError` saying
+        what is wrong when *data* is not one."""
+        if not isinstance(data, dict) or set(data) != _FIELDS:
+            got = sorted(data) if isinstance(data, dict) else type(data).__name__
+            raise ValueError(f"a task record has the fields {sorted(_FIELDS)}, got {got}")
+        problems = [name for name, valid in _VALID.items() if not valid(data[name])]
+        if problems:
+            raise ValueError(f"a task record with invalid {', '.join(problems)}")
+        return cls(**{**data, "owner": tuple(data["owner"])})
+
     def to_wire(self, *, detailed: bool) -> dict[str, Any]:
         """The task as JSON: a `CreateTaskResult` (`detailed=False`: flat,
         `resultType: "task"`, no result, error or requests) or a `tasks/get` result
@@ -105,6 +129,42 @@ class TaskRecord:
             elif self.status == "failed" and self.error is not None:
                 wire["error"] = dict(self.error)
         return wire
+
+
+_FIELDS = frozenset(field.name for field in attrs.fields(TaskRecord))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _optional(check: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or check(value)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _object(value: Any) -> bool:
+    return isinstance(value, dict)
+
+
+# What each field of a record's JSON form may hold.
+_VALID: dict[str, Callable[[Any], bool]] = {
+    "task_id": _text,
+    "status": lambda value: value in get_args(TaskStatus),
+    "created_at": _number,
+    "updated_at": _number,
+    "ttl": _optional(_number),
+    "owner": lambda value: isinstance(value, list) and all(map(_text, value)),
+    "poll_interval": _optional(_number),
+    "status_message": _optional(_text),
+    "input_requests": _object,
+    "result": _optional(_object),
+    "error": _optional(_object),
+    "revision": lambda value: isinstance(value, int) and not isinstance(value, bool),
+}
 
 
 def _iso(seconds: float) -> str:
