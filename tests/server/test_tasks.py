@@ -23,7 +23,9 @@ from mcp.shared.exceptions import MCPError
 
 from mrtr_trio import Context, Runtime, done, elicit, list_roots, poll, step
 from mrtr_trio.mcp import TASKS_EXTENSION, App, MemoryTaskStore, background
+from mrtr_trio.redis import RedisTaskStore
 
+from ..services import RedisServer
 from .clients import CALLBACKS
 from .tasks_client import TasksClient, get_task, update_task
 
@@ -433,6 +435,38 @@ async def test_rounds_before_the_task_continue_in_another_process(nursery: trio.
     await rpc(second_url, "tasks/update", {"taskId": created["taskId"], "inputResponses": answer})
     task = await until(second_url, created["taskId"], "completed")
     assert task["result"]["content"][0]["text"] == "Bo False"
+
+
+async def test_a_shared_redis_task_store_lets_another_process_answer_tasks_get(
+    nursery: trio.Nursery, redis_db: RedisServer
+) -> None:
+    # Two servers, each with its own client on one real redis-server: the task runs on the
+    # first; the second reads it at every stage, but only the first takes its answers.
+    owner_url = await nursery.start(
+        make_app(task_store=RedisTaskStore(redis_db.unix_url)).serve_http, "127.0.0.1", 0
+    )
+    other_url = await nursery.start(
+        make_app(task_store=RedisTaskStore(redis_db.tcp_url)).serve_http, "127.0.0.1", 0
+    )
+    created = await call(owner_url, "confirm", {"filename": "shared.txt"})
+    task_id = created["taskId"]
+    assert (await get(other_url, task_id))["status"] in ("working", "input_required")
+    task = await until(other_url, task_id, "input_required")
+    (key,) = task["inputRequests"]
+    answer = {key: {"action": "accept", "content": {"confirm": True}}}
+    _, refused = await rpc(other_url, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+    assert refused["error"]["code"] == -32603  # not the process that runs it
+    await rpc(owner_url, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+    task = await until(other_url, task_id, "completed")
+    assert task["result"]["content"][0]["text"] == "shared.txt: deleted"
+    assert task == await get(owner_url, task_id)
+    with redis_db.client() as client:
+        assert client.keys() == [f"mrtr_trio:task:{task_id}".encode()]
+        client.set(f"mrtr_trio:task:{task_id}", b"overwritten by someone else")
+    # A key that does not hold a record is an error answer, and the server keeps serving.
+    _, broken = await rpc(other_url, "tasks/get", {"taskId": task_id})
+    assert broken["error"]["code"] == -32603
+    assert (await call(other_url, "plain"))["content"][0]["text"] == "never a task"
 
 
 async def test_who_gets_a_task(url: str) -> None:
