@@ -438,7 +438,7 @@ async def test_rounds_before_the_task_continue_in_another_process(nursery: trio.
 
 
 async def test_a_shared_redis_task_store_lets_another_process_answer_tasks_get(
-    nursery: trio.Nursery, redis_db: RedisServer
+    nursery: trio.Nursery, redis_db: RedisServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     # Two servers, each with its own client on one real redis-server: the task runs on the
     # first; the second reads it at every stage, but only the first takes its answers.
@@ -463,9 +463,11 @@ async def test_a_shared_redis_task_store_lets_another_process_answer_tasks_get(
     with redis_db.client() as client:
         assert client.keys() == [f"mrtr_trio:task:{task_id}".encode()]
         client.set(f"mrtr_trio:task:{task_id}", b"overwritten by someone else")
-    # A key that does not hold a record is an error answer, and the server keeps serving.
+    # A key that does not hold a record is an error answer, logged with the key's name, and
+    # the server keeps serving.
     _, broken = await rpc(other_url, "tasks/get", {"taskId": task_id})
     assert broken["error"]["code"] == -32603
+    assert f"the task store key 'mrtr_trio:task:{task_id}' holds" in caplog.text
     assert (await call(other_url, "plain"))["content"][0]["text"] == "never a task"
 
 
