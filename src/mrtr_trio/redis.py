@@ -197,6 +197,7 @@ class RedisTaskStore(_RedisStore):
     bound of its own and never raises [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull]: Redis's
     `maxmemory` and its eviction policy bound it (with `noeviction`, a full Redis refuses the
     `SET` and the error propagates; a `volatile-*` policy may drop records before they expire).
+    It needs Redis 6.0 or later (`SET ... KEEPTTL`).
     """
 
     #: What every task key starts with, after the store's prefix.
