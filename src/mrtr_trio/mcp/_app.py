@@ -11,6 +11,7 @@ from typing import Any, Literal, TypeVar
 
 import mcp_types as types
 import trio
+from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -18,6 +19,8 @@ from starlette.types import ASGIApp
 
 from .._modern import Complete
 from .._runtime import Runtime
+from ..auth import Auth
+from ._gate import AuthGate
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
 from ._log import flow_failure, log_calls
 from ._registry import ArgumentsError, Entry, Kind, make_entry
@@ -66,7 +69,11 @@ class App:
     - *version*, *instructions*: what `initialize` and `server/discover` report;
     - *task_store*, *task_ttl*, *task_poll_interval*: where tool calls that become tasks
       (the tasks extension) are kept, how many seconds each lives after its creation
-      (`None`: unlimited), and the polling interval suggested to clients.
+      (`None`: unlimited), and the polling interval suggested to clients;
+    - *auth*: an [Auth][mrtr_trio.auth.Auth]: over HTTP every request then needs a bearer
+      token the verifier accepts, with the scopes it names (and those of the handler it
+      calls), and `requestState` tokens, tasks and legacy sessions belong to the principal
+      the token names (docs/security.md). stdio and in-process clients are not asked for one.
 
     `app.server` is the underlying `mcp.server.lowlevel.Server`: `mcp.Client(app.server)`
     talks to it in-process, and its request handlers can be extended.
@@ -82,6 +89,7 @@ class App:
         task_store: TaskStore | None = None,
         task_ttl: float | None = 3600.0,
         task_poll_interval: float | None = 1.0,
+        auth: Auth | None = None,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError("App needs a non-empty name")
@@ -111,6 +119,27 @@ class App:
         )
         add_middleware(self.server, log_calls, guard_request_state, lift_input_responses)
         self._tasks.register(self.server)
+        self._scoped = False  # whether any handler has scopes
+        self.auth = auth
+
+    @property
+    def auth(self) -> Auth | None:
+        """The [Auth][mrtr_trio.auth.Auth] HTTP requests need (`None`: none); it may be set
+        until the App is served."""
+        return self._auth
+
+    @auth.setter
+    def auth(self, auth: Auth | None) -> None:
+        if auth is not None and not isinstance(auth, Auth):
+            raise TypeError(f"auth must be a mrtr_trio.auth.Auth, got {type(auth).__name__}")
+        self._auth = auth
+        self._tasks.audience = self.audience
+
+    @property
+    def audience(self) -> str:
+        """What this App's `requestState` tokens are bound to besides the call: its name, and
+        with [Auth][mrtr_trio.auth.Auth] also its resource URL (the tokens' audience)."""
+        return self.name if self._auth is None else f"{self.name} {self._auth.resource}"
 
     def __repr__(self) -> str:
         counts = ", ".join(f"{len(v)} {k}s" for k, v in self._entries.items())
@@ -126,6 +155,7 @@ class App:
         task: TaskPolicy = "forbidden",
         input_schema: Mapping[str, Any] | None = None,
         headers: Mapping[str, str] | None = None,
+        scopes: Sequence[str] = (),
     ) -> Callable[[F], F]:
         """Register a tool (either handler style); the decorator returns the function unchanged.
 
@@ -144,6 +174,9 @@ class App:
           `Mcp-Param-<name>` HTTP header (`x-mcp-header`, SEP-2243), and the server
           rejects a request whose header does not match its body with `-32020`. Only
           string, integer and boolean parameters qualify.
+        - *scopes*: with [Auth][mrtr_trio.auth.Auth], the scopes a caller's token needs (on
+          top of the App's): without them the tool is not listed for that caller, and calling
+          it is refused with `403 insufficient_scope` naming them.
         """
         if task not in TASK_POLICIES:
             raise ValueError(f"task must be one of {TASK_POLICIES}, got {task!r}")
@@ -154,11 +187,15 @@ class App:
             task=task,
             input_schema=input_schema,
             headers=headers,
+            scopes=scopes,
         )
 
-    def prompt(self, name: str | None = None, description: str | None = None) -> Callable[[F], F]:
-        """Register a prompt; it returns a `str` (one user message) or a list of messages."""
-        return self._register("prompt", name=name, description=description)
+    def prompt(
+        self, name: str | None = None, description: str | None = None, *, scopes: Sequence[str] = ()
+    ) -> Callable[[F], F]:
+        """Register a prompt; it returns a `str` (one user message) or a list of messages.
+        *scopes* as for [tool][mrtr_trio.mcp.App.tool]."""
+        return self._register("prompt", name=name, description=description, scopes=scopes)
 
     def resource(
         self,
@@ -167,13 +204,20 @@ class App:
         name: str | None = None,
         description: str | None = None,
         mime_type: str | None = None,
+        scopes: Sequence[str] = (),
     ) -> Callable[[F], F]:
         """Register a resource at *uri*, which may be a template (`test://items/{id}`) whose
-        variables are the handler's parameters. It returns `str` (text) or `bytes` (blob)."""
+        variables are the handler's parameters. It returns `str` (text) or `bytes` (blob).
+        *scopes* as for [tool][mrtr_trio.mcp.App.tool]."""
         if not isinstance(uri, str) or "://" not in uri:
             raise TypeError(f"a resource needs a URI like 'scheme://path', got {uri!r}")
         return self._register(
-            "resource", name=name, description=description, uri=uri, mime_type=mime_type
+            "resource",
+            name=name,
+            description=description,
+            uri=uri,
+            mime_type=mime_type,
+            scopes=scopes,
         )
 
     def _register(self, kind: Kind, *, name: Any, **options: Any) -> Callable[[F], F]:
@@ -189,14 +233,64 @@ class App:
             self._entries[kind][key] = entry
             if entry.task != "forbidden":
                 self.server.extensions[TASKS_EXTENSION] = {}
+            self._scoped = self._scoped or bool(entry.scopes)
             return fn
 
         return register
 
     # --------------------------------------------------------------------------- lists
 
+    def _permits(self, entry: Entry) -> bool:
+        """Whether the caller may use *entry*: always on unauthenticated transports (stdio,
+        in-process) and without scopes; else when its token holds the entry's scopes."""
+        if not entry.scopes or self._auth is None:
+            return True
+        token = get_access_token()
+        return token is None or not self._auth.missing(token.scopes, entry.scopes)
+
+    def _visible(self, kind: Kind) -> list[Entry]:
+        """The entries of *kind* the caller may use, in registration order."""
+        entries = self._entries[kind].values()
+        return list(entries) if not self._scoped else [e for e in entries if self._permits(e)]
+
+    def _cache_scope(self) -> dict[str, Any]:
+        """A list's `cacheScope` (2026-07-28): `private` where lists depend on the caller."""
+        return {"cache_scope": "private"} if self._auth is not None else {}
+
+    def _refuse_unpermitted(self, entry: Entry) -> None:
+        """Refuse a call the HTTP gate should have refused (`403`) already."""
+        if not self._permits(entry):
+            raise MCPError(
+                -32602,
+                f"{entry.kind} {entry.name!r} needs the scopes {' '.join(entry.scopes)}, "
+                "which this token lacks",
+            )
+
+    def _handler_scopes(self, method: str, name: str | None) -> Sequence[str]:
+        """The scopes of the handler a `(method, name)` request calls (none if unknown)."""
+        if name is None:
+            return ()
+        entry: Entry | None = None
+        if method == "tools/call":
+            entry = self._entries["tool"].get(name)
+        elif method == "prompts/get":
+            entry = self._entries["prompt"].get(name)
+        elif method == "resources/read":
+            found = self._find_resource(name)
+            entry = None if found is None else found[0]
+        return () if entry is None else entry.scopes
+
+    def _all_scopes(self) -> list[str]:
+        """Every scope this App names, for the metadata's `scopes_supported`."""
+        scopes: dict[str, None] = dict.fromkeys(self._auth.scopes if self._auth else ())
+        for entries in self._entries.values():
+            for entry in entries.values():
+                scopes.update(dict.fromkeys(entry.scopes))
+        return list(scopes)
+
     async def _list_tools(self, ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(
+            **self._cache_scope(),
             tools=[
                 types.Tool(
                     name=e.name,
@@ -204,8 +298,8 @@ class App:
                     # A copy: the result may be edited on its way out; the registry must not be.
                     input_schema=copy.deepcopy(dict(e.input_schema())),
                 )
-                for e in self._entries["tool"].values()
-            ]
+                for e in self._visible("tool")
+            ],
         )
 
     def _tool_input_schema(self, name: str) -> Mapping[str, Any] | None:
@@ -215,6 +309,7 @@ class App:
 
     async def _list_prompts(self, ctx: Any, params: Any) -> types.ListPromptsResult:
         return types.ListPromptsResult(
+            **self._cache_scope(),
             prompts=[
                 types.Prompt(
                     name=e.name,
@@ -224,25 +319,27 @@ class App:
                         for n, d, r in e.parameters()
                     ],
                 )
-                for e in self._entries["prompt"].values()
-            ]
+                for e in self._visible("prompt")
+            ],
         )
 
     async def _list_resources(self, ctx: Any, params: Any) -> types.ListResourcesResult:
         return types.ListResourcesResult(
+            **self._cache_scope(),
             resources=[
                 types.Resource(
                     uri=e.uri or "", name=e.name, description=e.description, mime_type=e.mime_type
                 )
-                for e in self._entries["resource"].values()
+                for e in self._visible("resource")
                 if not e.is_template
-            ]
+            ],
         )
 
     async def _list_resource_templates(
         self, ctx: Any, params: Any
     ) -> types.ListResourceTemplatesResult:
         return types.ListResourceTemplatesResult(
+            **self._cache_scope(),
             resource_templates=[
                 types.ResourceTemplate(
                     uri_template=e.uri or "",
@@ -250,9 +347,9 @@ class App:
                     description=e.description,
                     mime_type=e.mime_type,
                 )
-                for e in self._entries["resource"].values()
+                for e in self._visible("resource")
                 if e.is_template
-            ]
+            ],
         )
 
     # ------------------------------------------------------------------ the MRTR methods
@@ -263,6 +360,7 @@ class App:
         entry = self._entries["tool"].get(params.name)
         if entry is None:
             raise MCPError(-32602, f"Unknown tool: {params.name}", {"name": params.name})
+        self._refuse_unpermitted(entry)
         declared = entry.task != "forbidden" and declares_tasks(ctx)
         if entry.task == "required" and not declared:
             raise missing_tasks_extension(f"tool {entry.name!r}")
@@ -283,6 +381,7 @@ class App:
         entry = self._entries["prompt"].get(params.name)
         if entry is None:
             raise MCPError(-32602, f"Unknown prompt: {params.name}", {"name": params.name})
+        self._refuse_unpermitted(entry)
         raw = params.arguments or {}
         try:
             arguments = entry.validate(raw)
@@ -306,6 +405,7 @@ class App:
         if found is None:
             raise MCPError(-32602, f"Unknown resource: {uri}", {"uri": uri})
         entry, variables = found
+        self._refuse_unpermitted(entry)
         try:
             arguments = entry.validate(variables)
         except ArgumentsError as error:
@@ -347,7 +447,14 @@ class App:
         task driver answers its tool errors the same way)."""
         try:
             outcome = await run_flow(
-                self.runtime, ctx, entry, raw, arguments, params, target=target, audience=self.name
+                self.runtime,
+                ctx,
+                entry,
+                raw,
+                arguments,
+                params,
+                target=target,
+                audience=self.audience,
             )
             return outcome if not isinstance(outcome, Complete) else to_result(outcome.value)
         except Exception as error:
@@ -370,7 +477,7 @@ class App:
         (`"tools/call"`, `"prompts/get"`, `"resources/read"`), *target* (the tool or
         prompt name, or the resource URI), the *arguments* as the client sent them, and the
         authenticated *principal* (`(client_id, issuer, subject)`, `None` when
-        unauthenticated).
+        unauthenticated). The audience is [audience][mrtr_trio.mcp.App.audience].
 
         With [mrtr_trio.testing.RecordedState][] and
         [mrtr_trio.testing.replay_recorded][], this checks tokens recorded from a running
@@ -380,7 +487,7 @@ class App:
             raise ValueError(
                 f"method must be tools/call, prompts/get or resources/read: {method!r}"
             )
-        return bind_bytes(method, target, arguments, self.name, principal)
+        return bind_bytes(method, target, arguments, self.audience, principal)
 
     # ------------------------------------------------------------------------ serving
 
@@ -405,9 +512,12 @@ class App:
           no cap).
 
         A legacy client that drops its connection mid-call has the call cancelled and its flow
-        closed at once. The defaults and their reasons are in docs/reliability.md.
+        closed at once. The defaults and their reasons are in docs/reliability.md. With
+        [auth][mrtr_trio.mcp.App.auth], the endpoint asks for bearer tokens and the Protected
+        Resource Metadata is served at `/.well-known/oauth-protected-resource` (with and
+        without the path).
         """
-        return asgi_app(
+        app = asgi_app(
             self.server,
             path=path,
             stateless=stateless,
@@ -416,6 +526,17 @@ class App:
             max_body_size=max_body_size,
             session_idle_timeout=session_idle_timeout,
             max_sessions=max_sessions,
+        )
+        if self._auth is None:
+            return app
+        return AuthGate(
+            app,
+            self._auth,
+            path=path,
+            needs=self._handler_scopes,
+            scoped=lambda: self._scoped,
+            scopes_supported=self._all_scopes(),
+            max_body_size=max_body_size,
         )
 
     async def serve_http(

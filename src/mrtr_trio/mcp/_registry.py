@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
@@ -50,6 +50,7 @@ class Entry:
     task: str = "forbidden"
     schema: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
+    scopes: tuple[str, ...] = ()
     _input_schema: Mapping[str, Any] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
@@ -121,6 +122,7 @@ def make_entry(
     task: str = "forbidden",
     input_schema: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
+    scopes: Iterable[str] = (),
 ) -> Entry:
     """An `Entry` for *fn*, or `TypeError`/`ValueError` saying
     why it cannot be one."""
@@ -148,9 +150,20 @@ def make_entry(
         task=task,
         schema=None if input_schema is None else copy.deepcopy(dict(input_schema)),
         headers=dict(headers or {}),
+        scopes=_scopes(name, scopes),
     )
     _check_headers(entry)
     return entry
+
+
+def _scopes(name: str, scopes: Iterable[str]) -> tuple[str, ...]:
+    if isinstance(scopes, str):
+        raise TypeError(f"{name}: scopes must be a list of scope strings, not one string")
+    result = tuple(dict.fromkeys(scopes))
+    for scope in result:
+        if not isinstance(scope, str) or not scope or any(c in scope for c in ' "\\'):
+            raise TypeError(f"{name}: {scope!r} is not a scope (a non-empty token)")
+    return result
 
 
 def _check_headers(entry: Entry) -> None:
