@@ -537,6 +537,7 @@ class App:
             scoped=lambda: self._scoped,
             scopes_supported=self._all_scopes(),
             max_body_size=max_body_size,
+            name=self.name,
         )
 
     async def serve_http(

@@ -72,7 +72,8 @@ class AuthGate:
     - *needs*: the extra scopes a `(method, name)` needs (a handler's);
     - *scoped*: whether any handler has scopes (else a legacy body is never read here);
     - *scopes_supported*: what the metadata advertises;
-    - *max_body_size*: the most bytes of a legacy body read to find its method.
+    - *max_body_size*: the most bytes of a legacy body read to find its method;
+    - *name*: the metadata's `resource_name` unless the Auth gives one.
     """
 
     def __init__(
@@ -85,6 +86,7 @@ class AuthGate:
         scoped: Callable[[], bool],
         scopes_supported: Sequence[str],
         max_body_size: int,
+        name: str | None = None,
     ) -> None:
         self._raw = app
         self._app = AuthContextMiddleware(app)
@@ -104,7 +106,7 @@ class AuthGate:
             auth.resource,  # type: ignore[arg-type]  # see above
             list(auth.authorization_servers),  # type: ignore[arg-type]
             scopes_supported=[s for s in scopes_supported if s != "offline_access"] or None,
-            resource_name=auth.resource_name,
+            resource_name=auth.resource_name or name,
             resource_documentation=auth.resource_documentation,  # type: ignore[arg-type]
         )
         (metadata,) = routes
