@@ -7,8 +7,10 @@ import argparse
 import functools
 import importlib.util
 import logging
+import os
 import sys
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ import trio
 
 from ._keys import ENVIRONMENT_VARIABLE, environment_keys, generate_key
 
-__all__ = ["load_app", "main"]
+__all__ = ["auth_from", "load_app", "main"]
 
 DESCRIPTION = """\
 Serve mrtr_trio apps over MCP.
@@ -24,6 +26,9 @@ Serve mrtr_trio apps over MCP.
   mrtr-trio serve server.py               serve server.py's `app` on stdio
   mrtr-trio serve server.py:api --http 127.0.0.1:8000
                                           serve its `api` on http://127.0.0.1:8000/mcp
+  mrtr-trio serve server.py --http 0.0.0.0:8000 --resource https://mcp.example.com/mcp \
+      --auth-issuer https://auth.example.com --auth-jwks https://auth.example.com/jwks \
+      --scope mcp:tools                   the same, asking every request for a bearer token
   mrtr-trio keygen                        print a fresh signing key for MRTR_TRIO_KEYS
   mrtr-trio demo                          serve an example app and drive it in both eras
 """
@@ -35,7 +40,21 @@ The file is imported (not run as __main__), so a call to app.run() in it must be
 `if __name__ == "__main__":`; serve refuses to start if importing the file starts a server.
 Signing keys come from the App's Runtime, or from MRTR_TRIO_KEYS (comma-separated, the first
 signs; make one with `mrtr-trio keygen`). Logs go to stderr.
+
+Bearer tokens (HTTP only; docs/security.md): --resource, --auth-issuer and --auth-jwks
+together (or MRTR_TRIO_RESOURCE, MRTR_TRIO_AUTH_ISSUER, MRTR_TRIO_AUTH_JWKS) make every
+request need a JWT access token from that issuer for that resource; --scope (repeatable, or
+MRTR_TRIO_SCOPES, space-separated) names the scopes every request needs. They replace an
+auth the App was built with; serve refuses to start with only some of them.
 """
+
+#: Environment variables of the auth options (the option wins over its variable).
+AUTH_ENVIRONMENT = {
+    "resource": "MRTR_TRIO_RESOURCE",
+    "auth_issuer": "MRTR_TRIO_AUTH_ISSUER",
+    "auth_jwks": "MRTR_TRIO_AUTH_JWKS",
+    "scope": "MRTR_TRIO_SCOPES",
+}
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -159,6 +178,68 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
     serve.set_defaults(http_limits=tuple(action.dest for action in added))
 
 
+def _add_auth(serve: argparse.ArgumentParser) -> None:
+    """Add the bearer-token options to *serve*."""
+    auth = serve.add_argument_group("bearer tokens (HTTP only; see docs/security.md)")
+    auth.add_argument(
+        "--resource",
+        metavar="URL",
+        help="this server's URL as clients reach it, the tokens' audience "
+        f"(${AUTH_ENVIRONMENT['resource']})",
+    )
+    auth.add_argument(
+        "--auth-issuer",
+        metavar="URL",
+        help=f"the authorization server's issuer (${AUTH_ENVIRONMENT['auth_issuer']})",
+    )
+    auth.add_argument(
+        "--auth-jwks",
+        metavar="URL",
+        help=f"the issuer's JWKS URL (${AUTH_ENVIRONMENT['auth_jwks']})",
+    )
+    auth.add_argument(
+        "--scope",
+        action="append",
+        metavar="SCOPE",
+        help="a scope every request needs; repeatable "
+        f"(${AUTH_ENVIRONMENT['scope']}, space-separated)",
+    )
+
+
+def auth_from(args: argparse.Namespace, environ: Mapping[str, str]) -> Any:
+    """The [Auth][mrtr_trio.auth.Auth] the options (or their environment variables) ask for,
+    or `None` when none is given; `SystemExit` naming what is missing when only some are."""
+    values = {name: getattr(args, name) for name in AUTH_ENVIRONMENT}
+    for name, variable in AUTH_ENVIRONMENT.items():
+        if values[name] is None and environ.get(variable):
+            text = environ[variable]
+            values[name] = text.split() if name == "scope" else text
+    given = [name for name, value in values.items() if value]
+    if not given:
+        return None
+    needed = ("resource", "auth_issuer", "auth_jwks")
+    missing = [name for name in needed if not values[name]]
+    if missing:
+        flags = ", ".join(f"--{n.replace('_', '-')} (${AUTH_ENVIRONMENT[n]})" for n in missing)
+        raise SystemExit(f"mrtr-trio: bearer tokens need {flags} too; refusing to start")
+    if args.http is None:
+        raise SystemExit(
+            "mrtr-trio: bearer tokens are for HTTP (--http HOST:PORT); stdio serves a local "
+            "process and is not authenticated"
+        )
+    from .auth import Auth, JWTVerifier
+
+    try:
+        verifier = JWTVerifier(
+            values["auth_jwks"], issuer=values["auth_issuer"], audience=values["resource"]
+        )
+        return Auth(
+            values["resource"], [values["auth_issuer"]], verifier, scopes=values["scope"] or ()
+        )
+    except (ValueError, TypeError, ImportError) as error:
+        raise SystemExit(f"mrtr-trio: {error}") from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mrtr-trio",
@@ -193,6 +274,7 @@ def _parser() -> argparse.ArgumentParser:
         "other libraries log from WARNING up)",
     )
     _add_http_limits(serve)
+    _add_auth(serve)
     commands.add_parser(
         "keygen",
         help=f"print a fresh random signing key (for {ENVIRONMENT_VARIABLE})",
@@ -225,7 +307,10 @@ def main(argv: list[str] | None = None) -> None:
         environment_keys()  # a malformed MRTR_TRIO_KEYS is a startup error, not a traceback
     except ValueError as error:
         raise SystemExit(f"mrtr-trio: {error}") from None
+    auth = auth_from(args, os.environ)
     app = load_app(args.target)
+    if auth is not None:
+        app.auth = auth
     if args.http is None:
         run_until_interrupted(app.serve_stdio)
     else:
