@@ -72,7 +72,7 @@ def test_serve_refuses_to_start_half_configured(monkeypatch: pytest.MonkeyPatch)
         "--auth-jwks",
         "http://as/j",
     ]
-    with pytest.raises(SystemExit, match="stdio .* not authenticated"):
+    with pytest.raises(SystemExit, match=r"stdio .* not authenticated"):
         main(["serve", "app.py", *full])
     with pytest.raises(SystemExit, match="absolute http"):
         main(["serve", "app.py", *http, *full[2:], "--resource", "mcp"])
