@@ -70,3 +70,11 @@ def installed_oidc_provider() -> Path:
             capture_output=True,
         )
     return OIDC_PROVIDER
+
+
+if __name__ == "__main__":  # python -m tests.node oidc-provider: install it now (.ci/run)
+    import sys
+
+    if sys.argv[1:] != ["oidc-provider"]:
+        raise SystemExit("usage: python -m tests.node oidc-provider")
+    print(f"oidc-provider: {installed_oidc_provider()}")
