@@ -23,6 +23,8 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from mrtr_trio.auth import JWTVerifier
+
 from .authserver import AuthServer, new_key, public
 from .secured import (
     CALLS,
@@ -345,3 +347,28 @@ async def test_stdio_and_in_process_clients_need_no_token(idp: AuthServer) -> No
         assert "admin_op" in [t.name for t in tools.tools]  # a local process is trusted
         result = await client.call_tool("admin_op", {"item": "x"})
         assert result.content[0].text == "administered x: True"  # type: ignore[union-attr]
+
+
+async def test_a_token_stops_working_when_it_expires_or_its_key_is_withdrawn(
+    nursery: trio.Nursery, idp: AuthServer
+) -> None:
+    """What the server remembers of an admitted token never outlives the verifier's word."""
+    resource = new_resource()
+    verifier = JWTVerifier(
+        idp.jwks_url, issuer=idp.issuer, audience=resource, leeway=0, key_lifespan=1, cooldown=0
+    )
+    url = await serve(nursery, build(resource, idp, verifier=verifier))
+    short = idp.forge({"aud": resource, "exp": int(time.time()) + 2})
+    lasting = idp.forge({"aud": resource})
+    for token in (short, lasting):
+        assert (await call(url, "read_op", token)).status_code == 200
+    await trio.sleep(2.5)
+    assert (await call(url, "read_op", short)).status_code == 401  # expired meanwhile
+    assert (await call(url, "read_op", lasting)).status_code == 200
+    original = list(idp.keys)
+    try:
+        await idp.rotate([new_key()])  # the key that signed `lasting` is withdrawn
+        await trio.sleep(1.2)  # the verifier's key lifespan
+        assert (await call(url, "read_op", lasting)).status_code == 401
+    finally:
+        await idp.rotate(original)
