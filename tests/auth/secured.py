@@ -63,6 +63,13 @@ async def long_job(ctx: Context, label: str):
     yield done(f"{label}: {ok.content['confirm']}")
 
 
+async def admin_job(ctx: Context, label: str):
+    CALLS.append("admin_job")
+    yield background()
+    ok = yield elicit(f"Administer {label}?", CONFIRM)
+    yield done(f"administered {label}: {ok.content['confirm']}")
+
+
 async def secret_prompt(ctx: Context) -> str:
     CALLS.append("secret_prompt")
     return "the secret prompt"
@@ -82,7 +89,8 @@ def build(
     **auth: Any,
 ) -> App:
     """The test App behind *idp*'s tokens for *resource*: `confirm` (every call's scopes),
-    `admin_op` (also `mcp:admin`), `read_op` (also `mcp:read`), the task tool `long_job`,
+    `admin_op` (also `mcp:admin`), `read_op` (also `mcp:read`), the task tools `long_job`
+    and `admin_job` (also `mcp:admin`),
     the same flow as the prompt `confirm` (another method) and the tool `confirm_too`
     (another target), and a prompt and a resource that need `mcp:admin`."""
     verifier = auth.pop("verifier", None) or JWTVerifier(
@@ -100,6 +108,7 @@ def build(
     app.tool(scopes=["mcp:admin"])(admin_op)
     app.tool(scopes=["mcp:read"])(read_op)
     app.tool(task="optional")(long_job)
+    app.tool(task="optional", scopes=["mcp:admin"])(admin_job)
     app.prompt(scopes=["mcp:admin"])(secret_prompt)
     app.resource("test://secret", scopes=["mcp:admin"])(secret_resource)
     return app

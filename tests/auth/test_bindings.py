@@ -164,3 +164,26 @@ async def test_a_token_narrowed_mid_flow_cannot_finish_a_flow_needing_the_lost_s
     assert "mcp:admin" in refused.headers["www-authenticate"]
     finished = await call(url, "admin_op", full, {"item": "db"}, state=state, answer=YES)
     assert finished.json()["result"]["content"][0]["text"] == "administered db: True"
+
+
+async def test_a_token_narrowed_mid_task_cannot_answer_a_task_needing_the_lost_scope(
+    nursery: trio.Nursery, idp: AuthServer
+) -> None:
+    resource = new_resource()
+    url = await serve(nursery, build(resource, idp))
+    full = await idp.token("alpha", resource, "mcp:tools mcp:admin")
+    narrowed = await idp.token("alpha", resource, "mcp:tools")
+    task_id = (await call(url, "admin_job", full, {"label": "db"})).json()["result"]["taskId"]
+    with trio.fail_after(10):
+        while True:
+            got = (await modern(url, "tasks/get", {"taskId": task_id}, full)).json()["result"]
+            if got["status"] == "input_required":
+                break
+            await trio.sleep(0.02)
+    answers = {"taskId": task_id, "inputResponses": {k: YES for k in got["inputRequests"]}}
+    refused = await modern(url, "tasks/update", answers, narrowed)
+    assert refused.json()["error"]["code"] == -32602
+    assert "mcp:admin" in refused.json()["error"]["message"]
+    still = (await modern(url, "tasks/get", {"taskId": task_id}, full)).json()["result"]
+    assert still["status"] == "input_required"
+    assert (await modern(url, "tasks/update", answers, full)).status_code == 200

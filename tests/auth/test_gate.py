@@ -257,7 +257,7 @@ async def test_lists_show_each_caller_only_what_it_may_use_and_are_private(
             _names(resources, "resources", "uri"),
         )
     assert seen["alpha"] == (
-        ["confirm", "confirm_too", "admin_op", "read_op", "long_job"],
+        ["confirm", "confirm_too", "admin_op", "read_op", "long_job", "admin_job"],
         ["confirm", "secret_prompt"],
         ["test://secret"],
     )

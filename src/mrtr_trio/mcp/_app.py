@@ -119,6 +119,7 @@ class App:
         )
         add_middleware(self.server, log_calls, guard_request_state, lift_input_responses)
         self._tasks.register(self.server)
+        self._tasks.permits = self._permits
         self._scoped = False  # whether any handler has scopes
         self.auth = auth
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Literal, TypeAlias, TypeVar
 
@@ -410,6 +410,9 @@ class Tasks:
         self.max_flows = check_count("max_flows", max_flows)
         self._by_task: dict[str, TaskFlow] = {}
         self._flows: set[TaskFlow] = set()
+        #: Whether the caller's token may use a handler (the App's scope check; by default
+        #: everyone may).
+        self.permits: Callable[[Entry], bool] = lambda entry: True
 
     # -------------------------------------------------------------------------- lifespan
 
@@ -536,6 +539,12 @@ class Tasks:
         if not record.terminal:  # a finished task acknowledges late answers
             if flow is None:
                 raise _elsewhere(record.task_id)
+            if not self.permits(flow.entry):  # a token narrowed since: it cannot go on
+                raise MCPError(
+                    INVALID_PARAMS,
+                    f"task {record.task_id!r} runs tool {flow.entry.name!r}, which needs the "
+                    f"scopes {' '.join(flow.entry.scopes)}; this token lacks some",
+                )
             try:
                 took = flow.deliver(responses)
             except InvalidInputResponse as error:
