@@ -6,7 +6,8 @@ function's parameters after the first (the context, whatever its name), read wit
 `inspect.signature(fn, eval_str=True)` so string annotations work; it gives the tool's input
 schema and the prompt's argument list, and validates what clients send. A tool may instead
 advertise a schema given verbatim (its arguments are still checked against the parameters), map
-parameters to `Mcp-Param-*` HTTP headers (`x-mcp-header`, SEP-2243), and carry a task policy.
+parameters to `Mcp-Param-*` HTTP headers (`x-mcp-header`, SEP-2243), and carry a task policy;
+any handler may name the scopes a caller's token needs to use it.
 Resource URIs may be RFC 6570 templates (`test://items/{id}`, `file:///{+path}`,
 `logs://{app}{?since}`) whose variables are the function's parameters; they are parsed and
 matched by the official SDK's `UriTemplate`, which percent-decodes what it captures.
