@@ -372,3 +372,20 @@ async def test_a_token_stops_working_when_it_expires_or_its_key_is_withdrawn(
         assert (await call(url, "read_op", lasting)).status_code == 401
     finally:
         await idp.rotate(original)
+
+
+def test_principal_of_reads_the_user_the_gate_sets() -> None:
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    from mrtr_trio.mcp._gate import principal_of
+
+    token = AccessToken(
+        token="t", client_id="alpha", scopes=[], subject="ada", claims={"iss": "https://as"}
+    )
+    assert principal_of({"type": "http", "user": AuthenticatedUser(token)}) == (
+        "alpha",
+        "https://as",
+        "ada",
+    )
+    assert principal_of({"type": "http"}) is None
