@@ -23,7 +23,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from mrtr_trio.auth import JWTVerifier
+from mrtr_trio.auth import Auth, JWTVerifier
 
 from .authserver import AuthServer, new_key, public
 from .secured import (
@@ -68,6 +68,12 @@ async def test_metadata_is_served_at_the_path_aware_and_the_root_url_without_a_t
         assert (
             await http.post(origin + "/.well-known/oauth-protected-resource")
         ).status_code == 405
+        preflight = await http.options(
+            origin + "/.well-known/oauth-protected-resource/mcp",
+            headers={"Origin": "https://app.example", "Access-Control-Request-Method": "GET"},
+        )
+        assert preflight.status_code == 200
+        assert preflight.headers["access-control-allow-origin"] == "*"
         assert (await http.get(origin + "/elsewhere")).status_code == 404
 
 
@@ -389,3 +395,20 @@ def test_principal_of_reads_the_user_the_gate_sets() -> None:
         "ada",
     )
     assert principal_of({"type": "http"}) is None
+
+
+def test_auth_settings_are_checked(idp: AuthServer) -> None:
+    verifier = JWTVerifier(idp.jwks_url, issuer=idp.issuer, audience="http://127.0.0.1:9/mcp")
+    auth = Auth("HTTP://127.0.0.1:9/mcp/", idp.issuer, verifier, implies={"a": ["b"], "b": ["c"]})
+    assert auth.resource == "http://127.0.0.1:9/mcp"  # canonical
+    assert auth.authorization_servers == (idp.issuer,)
+    assert auth.granted(["a"]) == {"a", "b", "c"}  # transitively
+    assert auth.missing(["b"], ["a", "c"]) == ("a",)
+    with pytest.raises(ValueError, match="offline_access"):
+        Auth("http://127.0.0.1:9/mcp", idp.issuer, verifier, scopes=["offline_access"])
+    with pytest.raises(TypeError, match="TokenVerifier"):
+        Auth("http://127.0.0.1:9/mcp", idp.issuer, object())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="fragment"):
+        Auth("http://127.0.0.1:9/mcp#x", idp.issuer, verifier)
+    with pytest.raises(TypeError, match="list of scope strings"):
+        Auth("http://127.0.0.1:9/mcp", idp.issuer, verifier, scopes="mcp:tools")  # type: ignore[arg-type]

@@ -44,6 +44,8 @@ def _scope_tuple(name: str, scopes: Iterable[str]) -> tuple[str, ...]:
     for scope in result:
         if not isinstance(scope, str) or not scope or any(c in scope for c in ' "\\'):
             raise ValueError(f"{name}: {scope!r} is not a scope (a non-empty token)")
+        if scope == "offline_access":  # MCP 2026-07-28: never in metadata or a challenge
+            raise ValueError(f"{name}: offline_access is the client's business, not a resource's")
     return result
 
 

@@ -164,6 +164,8 @@ def _scopes(name: str, scopes: Iterable[str]) -> tuple[str, ...]:
     for scope in result:
         if not isinstance(scope, str) or not scope or any(c in scope for c in ' "\\'):
             raise TypeError(f"{name}: {scope!r} is not a scope (a non-empty token)")
+        if scope == "offline_access":  # MCP 2026-07-28: never in metadata or a challenge
+            raise TypeError(f"{name}: offline_access is the client's business, not a handler's")
     return result
 
 
