@@ -21,7 +21,11 @@ from cryptography.hazmat.primitives import serialization
 from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.exceptions import MCPError
 
 from mrtr_trio.auth import Auth, JWTVerifier
 
@@ -381,9 +385,6 @@ async def test_a_token_stops_working_when_it_expires_or_its_key_is_withdrawn(
 
 
 def test_principal_of_reads_the_user_the_gate_sets() -> None:
-    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-    from mcp.server.auth.provider import AccessToken
-
     from mrtr_trio.mcp._gate import principal_of
 
     token = AccessToken(
@@ -412,3 +413,24 @@ def test_auth_settings_are_checked(idp: AuthServer) -> None:
         Auth("http://127.0.0.1:9/mcp#x", idp.issuer, verifier)
     with pytest.raises(TypeError, match="list of scope strings"):
         Auth("http://127.0.0.1:9/mcp", idp.issuer, verifier, scopes="mcp:tools")  # type: ignore[arg-type]
+
+
+async def test_behind_the_gate_the_handlers_refuse_a_token_lacking_their_scopes_too(
+    idp: AuthServer,
+) -> None:
+    """Defence in depth: should a request reach the App with a token (the SDK's auth context)
+    lacking a handler's scopes, the handler is neither listed nor run."""
+    app = build(new_resource(), idp)
+    narrow = AccessToken(
+        token="t", client_id="beta", scopes=["mcp:tools"], claims={"iss": idp.issuer}
+    )
+    reset = auth_context_var.set(AuthenticatedUser(narrow))
+    try:
+        async with Client(app.server) as client:
+            names = [tool.name for tool in (await client.list_tools()).tools]
+            assert "admin_op" not in names and "confirm" in names
+            with pytest.raises(MCPError, match="needs the scopes mcp:admin"):
+                await client.call_tool("admin_op", {"item": "x"})
+    finally:
+        auth_context_var.reset(reset)
+    assert CALLS == []
