@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +52,13 @@ def http_server(
     target: str = f"{APP_FILE}:app",
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
+    open_files: int | None = None,
     **variables: str,
 ) -> Iterator[Served]:
     """``mrtr-trio serve TARGET --http 127.0.0.1:PORT [options]`` (*target*: apps.py's app by
     default) in *cwd*, killed on exit (if still running). The environment is *env* (default:
     this process's) plus *variables*, and ``MRTR_TEST_KEY`` (what apps.py signs with) when a
-    *key* is given. Its stderr is read all along (a full pipe would stall the server) into
+    *key* is given; *open_files* lowers its limit of open files (``ulimit -n``). Its stderr is read all along (a full pipe would stall the server) into
     ``Served.stderr``; the URL comes from its ``mrtr-trio: serving ... on URL`` line."""
     environment = dict(os.environ if env is None else env)
     if key is not None:
@@ -70,6 +72,7 @@ def http_server(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=None if open_files is None else partial(_limit_open_files, open_files),
     )  # fmt: skip
     lines: list[str] = []
     started = threading.Event()  # set on the "serving" line, or when stderr ends
@@ -87,6 +90,12 @@ def http_server(
         drain.join(timeout=5)  # it ends at the pipe's end
         assert process.stderr is not None
         process.stderr.close()
+
+
+def _limit_open_files(limit: int) -> None:
+    import resource  # POSIX only, like these tests' servers
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 def _drain(process: subprocess.Popen[str], lines: list[str], started: threading.Event) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 import trio
 from hypercorn.config import Config
-from hypercorn.trio import serve
+from hypercorn.utils import repr_socket_addr
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -26,6 +26,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
 from starlette.types import ASGIApp
 
+from . import _hypercorn
 from ._endpoint import Endpoint
 from ._sdk import quiet_known_sdk_races
 from ._sessions import SessionGuard
@@ -298,11 +299,14 @@ async def serve_http(
     *,
     backlog: int = BACKLOG,
     keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
+    log_interval: float = _hypercorn.OUT_OF_DESCRIPTORS_LOG_INTERVAL,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve *app* with hypercorn's trio worker until cancelled; report the endpoint URL (with
     the real port when *port* is 0) through *task_status*. *backlog* is the listen queue,
-    *keep_alive_timeout* the seconds an idle connection stays open."""
+    *keep_alive_timeout* the seconds an idle connection stays open, whatever the app does.
+    Out of file descriptors, new connections are refused (closed at once) and one WARNING
+    line per *log_interval* seconds says so ([mrtr_trio.mcp._hypercorn][])."""
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
@@ -310,13 +314,19 @@ async def serve_http(
     config.graceful_timeout = 1.0
     config.backlog = backlog
     config.keep_alive_timeout = keep_alive_timeout
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            functools.partial(
-                serve,
-                app,  # type: ignore[arg-type]  # Starlette is an ASGI app; the stubs disagree
-                config,
-                shutdown_trigger=trio.sleep_forever,
+    sockets = config.create_sockets()
+    (sock,) = sockets.insecure_sockets
+    with sock:
+        sock.listen(backlog)
+        bound = repr_socket_addr(sock.family, sock.getsockname())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(
+                functools.partial(
+                    _hypercorn.serve,
+                    app,
+                    config,
+                    trio.socket.from_stdlib_socket(sock),
+                    log_interval=log_interval,
+                )
             )
-        )
-        task_status.started(f"{binds[0]}{path}")
+            task_status.started(f"http://{bound}{path}")
