@@ -174,6 +174,27 @@ def _add_http_limits(serve: argparse.ArgumentParser) -> None:
             default=t.MAX_SESSIONS,
             help="legacy sessions open at once (default %(default)s)",
         ),
+        limits.add_argument(
+            "--max-sessions-per-client",
+            type=int,
+            default=t.MAX_SESSIONS_PER_CLIENT,
+            help="legacy sessions one client address holds at once (default %(default)s)",
+        ),
+        limits.add_argument(
+            "--session-first-use-timeout",
+            type=float,
+            default=t.FIRST_USE_TIMEOUT,
+            metavar="SECONDS",
+            help="close a legacy session unused this long after initialize when room is"
+            " needed (default %(default)s)",
+        ),
+        limits.add_argument(
+            "--max-buffered-bytes",
+            type=int,
+            default=t.MAX_BUFFERED_BYTES,
+            metavar="BYTES",
+            help="request bodies held at once, all requests together (default %(default)s)",
+        ),
     ]
     serve.set_defaults(http_limits=tuple(action.dest for action in added))
 

@@ -10,12 +10,13 @@ import socket
 import time
 from functools import partial
 
+import httpx2
 import pytest
 import trio
 
 from . import apps
 from .processes import http_server, port_of
-from .raw import INITIALIZE
+from .raw import INITIALIZE, VERSION
 from .test_transports import MODERN_HEADERS, MODERN_META
 
 MODERN_CALL = {
@@ -123,3 +124,124 @@ def test_out_of_file_descriptors_refuses_new_connections_with_one_log_line() -> 
     lines = [line for line in served.stderr if "out of file descriptors" in line]
     assert len(lines) == 1, logged  # one line per interval (10 s), not one per refusal
     assert "WARNING" in lines[0] and "EMFILE" in lines[0], lines
+
+
+# ------------------------------------------------------------------ bodies held at once
+
+
+def _chunked_head(headers: dict[str, str]) -> bytes:
+    lines = ["POST /mcp HTTP/1.1", "Host: 127.0.0.1", "Transfer-Encoding: chunked"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def _response_head(stream: trio.SocketStream, within: float) -> bytes | None:
+    """The response's status line and headers, or `None` if none came *within* seconds."""
+    received = b""
+    with trio.move_on_after(within):
+        while b"\r\n\r\n" not in received:
+            chunk = await stream.receive_some()
+            if not chunk:
+                break
+            received += chunk
+        return received.partition(b"\r\n\r\n")[0]
+    return None
+
+
+async def test_bodies_held_at_once_are_bounded_across_requests(nursery: trio.Nursery) -> None:
+    knobs = {"max_body_size": 1000, "max_buffered_bytes": 2500}
+    url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, **knobs))
+    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "tools/call", "Mcp-Name": "counts"})
+    call = json.dumps(MODERN_CALL).encode()
+    first_chunk = call + b" " * (900 - len(call))  # valid JSON once the body ends
+    streams = [await trio.open_tcp_stream("127.0.0.1", port_of(url)) for _ in range(3)]
+    try:
+        for stream in streams:  # three slow bodies, 900 bytes each so far: 2,700 > 2,500
+            await stream.send_all(_chunked_head(headers) + _chunk(first_chunk))
+            await trio.sleep(0.1)
+        third = await _response_head(streams[2], within=3)
+        assert third is not None, "the body over the budget was not refused"
+        assert third.startswith(b"HTTP/1.1 503") and b"retry-after: 1" in third.lower(), third
+        for stream in streams[:2]:  # those within the budget are served once they end
+            await stream.send_all(b"0\r\n\r\n")
+            head = await _response_head(stream, within=10)
+            assert head is not None and head.startswith(b"HTTP/1.1 200"), head
+    finally:
+        for stream in streams:
+            await stream.aclose()
+
+
+async def test_a_chunked_body_over_the_limit_is_refused_before_it_ends(
+    nursery: trio.Nursery,
+) -> None:
+    url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, max_body_size=1000))
+    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "tools/call", "Mcp-Name": "counts"})
+    async with await trio.open_tcp_stream("127.0.0.1", port_of(url)) as stream:
+        await stream.send_all(_chunked_head(headers) + _chunk(b" " * 600) + _chunk(b" " * 600))
+        head = await _response_head(stream, within=3)  # the body has not ended
+        assert head is not None and head.startswith(b"HTTP/1.1 413"), head
+
+
+# ------------------------------------------------------------------ legacy session slots
+
+LEGACY = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+def _by_header(scope: dict[str, object]) -> object:
+    """A slot key that stands for an authenticated principal: the `X-Client` header."""
+    return dict(scope["headers"]).get(b"x-client")  # type: ignore[call-overload]
+
+
+async def _initialize(http: httpx2.AsyncClient, url: str, client: str) -> httpx2.Response:
+    return await http.post(url, json=INITIALIZE, headers=dict(LEGACY, **{"X-Client": client}))
+
+
+async def _use(http: httpx2.AsyncClient, url: str, session: str) -> httpx2.Response:
+    headers = dict(LEGACY, **{"Mcp-Session-Id": session, "MCP-Protocol-Version": VERSION})
+    await http.post(
+        url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers
+    )
+    return await http.post(
+        url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=headers
+    )
+
+
+async def test_session_slots_are_fair_per_client_and_the_503_says_when_to_retry(
+    nursery: trio.Nursery,
+) -> None:
+    knobs = {"max_sessions": 4, "max_sessions_per_client": 3, "session_key": _by_header}
+    url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, **knobs))
+    async with httpx2.AsyncClient(timeout=10) as http:
+        for _ in range(3):
+            opened = await _initialize(http, url, "greedy")
+            assert opened.status_code == 200
+            assert (await _use(http, url, opened.headers["mcp-session-id"])).status_code == 200
+        refused = await _initialize(http, url, "greedy")
+        assert refused.status_code == 503, refused.text  # its share is taken ...
+        assert int(refused.headers["retry-after"]) >= 1
+        assert "for this client" in refused.json()["error"]["message"]
+        other = await _initialize(http, url, "polite")
+        assert other.status_code == 200  # ... while another client still gets a session
+        full = await _initialize(http, url, "third")
+        assert full.status_code == 503 and "retry-after" in full.headers  # max_sessions
+
+
+async def test_sessions_unused_after_initialize_lose_their_slot(nursery: trio.Nursery) -> None:
+    knobs = {"max_sessions": 3, "session_first_use_timeout": 0.5}
+    url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, **knobs))
+    async with httpx2.AsyncClient(timeout=10) as http:
+        used = (await _initialize(http, url, "a")).headers["mcp-session-id"]
+        assert (await _use(http, url, used)).status_code == 200
+        idle = [(await _initialize(http, url, "a")).headers["mcp-session-id"] for _ in range(2)]
+        refused = await _initialize(http, url, "a")
+        assert refused.status_code == 503
+        assert 1 <= int(refused.headers["retry-after"]) <= 1  # the unused ones' deadline
+        await trio.sleep(0.7)
+        assert (await _initialize(http, url, "a")).status_code == 200  # the unused made room
+        for session in idle:
+            assert (await _use(http, url, session)).status_code == 404  # they were closed
+        assert (await _use(http, url, used)).status_code == 200  # the used one kept its slot

@@ -114,7 +114,9 @@ def test_the_command_line_has_a_knob_for_each_http_limit_of_serve_http() -> None
     }
     given = _parser().parse_args(
         ["serve", "f.py", "--backlog", "50", "--max-body-size", "1000", "--keep-alive-timeout",
-         "0.5", "--session-idle-timeout", "0.25", "--max-sessions", "1"]
+         "0.5", "--session-idle-timeout", "0.25", "--max-sessions", "1",
+         "--max-sessions-per-client", "2", "--session-first-use-timeout", "3",
+         "--max-buffered-bytes", "4000"]
     )  # fmt: skip
     assert {name: getattr(given, name) for name in given.http_limits} == {
         "backlog": 50,
@@ -122,6 +124,9 @@ def test_the_command_line_has_a_knob_for_each_http_limit_of_serve_http() -> None
         "keep_alive_timeout": 0.5,
         "session_idle_timeout": 0.25,
         "max_sessions": 1,
+        "max_sessions_per_client": 2,
+        "session_first_use_timeout": 3.0,
+        "max_buffered_bytes": 4000,
     }
 
 

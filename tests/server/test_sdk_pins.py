@@ -79,3 +79,12 @@ async def test_middleware_runs_first_with_the_raw_params() -> None:
     async with Client(server, mode="2026-07-28") as client:
         await client.call_tool("t", {"x": 1})
     assert len(seen) == 1 and isinstance(seen[0], dict) and seen[0]["arguments"] == {"x": 1}
+
+
+def test_the_session_manager_keeps_its_sessions_where_session_slots_look() -> None:
+    # mrtr_trio.mcp._slots counts open legacy sessions and ends unused ones through these.
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    manager = StreamableHTTPSessionManager(app=Server("pins"))
+    assert manager._server_instances == {}
+    assert callable(manager._discard_session)

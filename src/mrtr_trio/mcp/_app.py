@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import mcp_types as types
@@ -15,7 +15,7 @@ from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Scope
 
 from .._modern import Complete
 from .._runtime import Runtime
@@ -36,12 +36,16 @@ from ._tasks import (
 from ._taskstore import TaskStore
 from ._transports import (
     BACKLOG,
+    FIRST_USE_TIMEOUT,
     KEEP_ALIVE_TIMEOUT,
     MAX_BODY_SIZE,
+    MAX_BUFFERED_BYTES,
     MAX_SESSIONS,
+    MAX_SESSIONS_PER_CLIENT,
     SESSION_IDLE_TIMEOUT,
     asgi_app,
     check_may_serve,
+    client_address,
     run_until_interrupted,
     serve_http,
     serve_stdio,
@@ -502,6 +506,10 @@ class App:
         max_body_size: int = MAX_BODY_SIZE,
         session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
         max_sessions: int | None = MAX_SESSIONS,
+        max_sessions_per_client: int | None = MAX_SESSIONS_PER_CLIENT,
+        session_first_use_timeout: float = FIRST_USE_TIMEOUT,
+        session_key: Callable[[Scope], Hashable] = client_address,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
     ) -> ASGIApp:
         """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan).
 
@@ -509,8 +517,15 @@ class App:
         - *max_body_size*: the largest request body in bytes (413 past it);
         - *session_idle_timeout*: seconds a legacy session may go with no request in flight
           before it is closed (`None`: never);
-        - *max_sessions*: legacy sessions open at once; a new one past it gets 503 (`None`:
-          no cap).
+        - *max_sessions*: legacy sessions open at once; a new one past it gets 503 with
+          `Retry-After` (`None`: no cap);
+        - *max_sessions_per_client*: legacy sessions one client holds at once, the client
+          being what *session_key* makes of the request's ASGI scope (default: its IP
+          address; behind a proxy, read the forwarded address or the authenticated principal);
+        - *session_first_use_timeout*: seconds a legacy session that made no request since
+          `initialize` keeps its slot;
+        - *max_buffered_bytes*: request bodies held at once across all requests (503 with
+          `Retry-After` past it).
 
         A legacy client that drops its connection mid-call has the call cancelled and its flow
         closed at once. The defaults and their reasons are in docs/reliability.md. With
@@ -527,6 +542,10 @@ class App:
             max_body_size=max_body_size,
             session_idle_timeout=session_idle_timeout,
             max_sessions=max_sessions,
+            max_sessions_per_client=max_sessions_per_client,
+            session_first_use_timeout=session_first_use_timeout,
+            session_key=session_key,
+            max_buffered_bytes=max_buffered_bytes,
         )
         if self._auth is None:
             return app
@@ -553,6 +572,10 @@ class App:
         max_body_size: int = MAX_BODY_SIZE,
         session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
         max_sessions: int | None = MAX_SESSIONS,
+        max_sessions_per_client: int | None = MAX_SESSIONS_PER_CLIENT,
+        session_first_use_timeout: float = FIRST_USE_TIMEOUT,
+        session_key: Callable[[Scope], Hashable] = client_address,
+        max_buffered_bytes: int = MAX_BUFFERED_BYTES,
         backlog: int = BACKLOG,
         keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,
         task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
@@ -562,7 +585,8 @@ class App:
         `url = await nursery.start(app.serve_http, "127.0.0.1", 0)` returns the endpoint URL
         with the real port. The knobs are those of [asgi][mrtr_trio.mcp.App.asgi], plus
         *backlog* (connections the listening socket queues) and *keep_alive_timeout* (seconds
-        an idle connection stays open).
+        an idle connection stays open, whatever it carried). Out of file descriptors, new
+        connections are refused and one WARNING line per 10 s says so.
         """
         check_may_serve("App.serve_http()")
         app = self.asgi(
@@ -573,6 +597,10 @@ class App:
             max_body_size=max_body_size,
             session_idle_timeout=session_idle_timeout,
             max_sessions=max_sessions,
+            max_sessions_per_client=max_sessions_per_client,
+            session_first_use_timeout=session_first_use_timeout,
+            session_key=session_key,
+            max_buffered_bytes=max_buffered_bytes,
         )
         await serve_http(
             app,

@@ -34,7 +34,11 @@ the middleware's order); the rest are covered by the tests of the features that 
   response ended and the stream error that follows, and
   [quiet_known_sdk_races][mrtr_trio.mcp._sdk.quiet_known_sdk_races] filters the log record
   (logged at DEBUG on `mrtr_trio.mcp` instead). `tests/server/test_quirks.py` reproduces
-  the race.
+  the race;
+- `StreamableHTTPSessionManager._server_instances` maps each open legacy session's id to its
+  transport, and `_discard_session(id, transport)` ends one as a DELETE or an idle timeout
+  does: [SessionSlots][mrtr_trio.mcp._slots.SessionSlots] counts and frees slots with them
+  (`session_is_open`, `close_session`; pinned, and covered by `test_hardening.py`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from typing import Any
 import anyio
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.inbound import (
     MCP_NAME_HEADER,
     X_MCP_HEADER_KEY,
@@ -117,3 +122,17 @@ def quiet_known_sdk_races() -> None:
     logger = logging.getLogger(SDK_RACE_LOGGER)
     if _FILTER not in logger.filters:
         logger.addFilter(_FILTER)
+
+
+def session_is_open(manager: StreamableHTTPSessionManager, session_id: str) -> bool:
+    """Whether *manager* still holds the legacy session *session_id* (not ended by its DELETE,
+    its idle timeout or a crash): `StreamableHTTPSessionManager._server_instances`."""
+    return session_id in manager._server_instances
+
+
+async def close_session(manager: StreamableHTTPSessionManager, session_id: str) -> None:
+    """End the legacy session *session_id* as the SDK ends one (its `_discard_session`: the
+    session is forgotten, its transport terminated, its in-flight requests cancelled)."""
+    transport = manager._server_instances.get(session_id)
+    if transport is not None:
+        await manager._discard_session(session_id, transport)

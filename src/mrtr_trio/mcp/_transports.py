@@ -12,7 +12,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -24,23 +24,29 @@ from mcp.server.stdio import stdio_server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.message import SessionMessage
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Scope
 
 from . import _hypercorn
+from ._budget import MAX_BUFFERED_BYTES, BodyBudget
 from ._endpoint import Endpoint
-from ._sdk import quiet_known_sdk_races
+from ._sdk import close_session, quiet_known_sdk_races, session_is_open
 from ._sessions import SessionGuard
+from ._slots import FIRST_USE_TIMEOUT, MAX_SESSIONS_PER_CLIENT, SessionSlots, client_address
 from ._wirewatch import AnswerWatch
 
 __all__ = [
     "BACKLOG",
+    "FIRST_USE_TIMEOUT",
     "KEEP_ALIVE_TIMEOUT",
     "LOOPBACK_HOSTS",
     "MAX_BODY_SIZE",
+    "MAX_BUFFERED_BYTES",
     "MAX_SESSIONS",
+    "MAX_SESSIONS_PER_CLIENT",
     "SESSION_IDLE_TIMEOUT",
     "ServingDuringImport",
     "asgi_app",
+    "client_address",
     "check_may_serve",
     "importing",
     "run_until_interrupted",
@@ -260,15 +266,24 @@ def asgi_app(
     max_body_size: int = MAX_BODY_SIZE,
     session_idle_timeout: float | None = SESSION_IDLE_TIMEOUT,
     max_sessions: int | None = MAX_SESSIONS,
+    max_sessions_per_client: int | None = MAX_SESSIONS_PER_CLIENT,
+    session_first_use_timeout: float = FIRST_USE_TIMEOUT,
+    session_key: Callable[[Scope], Hashable] = client_address,
+    max_buffered_bytes: int = MAX_BUFFERED_BYTES,
 ) -> ASGIApp:
     """A fresh Streamable HTTP ASGI app for *server* (the SDK's session manager at *path*,
     [Endpoint][mrtr_trio.mcp._endpoint.Endpoint]), accepting only loopback `Host` headers
     unless *allowed_hosts* (`"host"` or `"host:port"`, `*` as a port wildcard) is given.
 
     Legacy sessions close after *session_idle_timeout* seconds without a request in flight
-    (`None`: never) and at most *max_sessions* are open at once (`None`: no cap); a client
+    (`None`: never), or after *session_first_use_timeout* seconds when they made no request
+    since `initialize` and a new session needs room; at most *max_sessions* are open at once,
+    *max_sessions_per_client* for one *session_key* (`None`: no cap; a refused session gets
+    503 with `Retry-After`: [SessionSlots][mrtr_trio.mcp._slots.SessionSlots]). A client
     that drops its connection mid-call has the call cancelled at once
-    ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]).
+    ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]). Request bodies held at once
+    across all requests are bounded by *max_buffered_bytes*
+    ([BodyBudget][mrtr_trio.mcp._budget.BodyBudget]).
     """
     quiet_known_sdk_races()
     hosts = list(allowed_hosts) if allowed_hosts is not None else list(LOOPBACK_HOSTS)
@@ -286,9 +301,20 @@ def asgi_app(
         security_settings=security,
         max_request_body_size=max_body_size,
         session_idle_timeout=session_idle_timeout,
-        max_sessions=max_sessions,
+        max_sessions=None,  # SessionSlots counts them, and says when to retry
     )
-    return SessionGuard(Endpoint(manager, path), max_body_size=max_body_size)
+    app: ASGIApp = SessionGuard(Endpoint(manager, path), max_body_size=max_body_size)
+    if not stateless:
+        app = SessionSlots(
+            app,
+            max_sessions=max_sessions,
+            max_per_client=max_sessions_per_client,
+            first_use_timeout=session_first_use_timeout,
+            key=session_key,
+            is_open=functools.partial(session_is_open, manager),
+            close=functools.partial(close_session, manager),
+        )
+    return BodyBudget(app, max_body_size=max_body_size, max_buffered_bytes=max_buffered_bytes)
 
 
 async def serve_http(
