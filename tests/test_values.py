@@ -214,6 +214,8 @@ def test_parse_answers_of_each_kind() -> None:
         ),
         (list_roots(), {"roots": "file:///a"}, "roots list"),
         (list_roots(), {"roots": [{"name": "no uri"}]}, "roots\\[0\\]"),
+        (list_roots(), {"roots": [{"uri": "not a uri"}]}, "roots\\[0\\].uri must be a file:// URI"),
+        (list_roots(), {"roots": [{"uri": "https://example.com/x"}]}, "file:// URI, got 'https:"),
         (list_roots(), {"action": "accept"}, "roots list"),
     ],
 )

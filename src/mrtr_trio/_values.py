@@ -655,6 +655,10 @@ def _parse_roots(json: Mapping[str, Any]) -> ListRootsResult:
             raise InvalidInputResponse(
                 f"roots[{index}] must be an object with a string uri, got {_describe(root)}"
             )
+        if not root["uri"][:7].lower() == "file://":  # the protocol's rule for a root
+            raise InvalidInputResponse(
+                f"roots[{index}].uri must be a file:// URI, got {_describe(root['uri'])}"
+            )
         name = root.get("name")
         if name is not None and not isinstance(name, str):
             raise InvalidInputResponse(f"roots[{index}].name must be a string")

@@ -84,6 +84,7 @@ JUNK: list[Any] = [
     ("echo_roots", {"roots": [5]}, "refused"),
     ("echo_roots", {"roots": [{"name": "no uri"}]}, "refused"),
     ("echo_roots", {"roots": [{"uri": 5}]}, "refused"),
+    ("echo_roots", {"roots": [{"uri": "not a uri"}]}, "refused"),  # roots are file:// URIs
     ("echo_roots", {"roots": [{"uri": "file:///x", "name": 5}]}, "refused"),
     ("echo_roots", {"action": "decline"}, "refused"),  # wrong kind
 ]
