@@ -14,6 +14,9 @@ import httpx2
 import pytest
 import trio
 
+from mrtr_trio import Context, Runtime, done, step
+from mrtr_trio.mcp import App
+
 from . import apps
 from .processes import http_server, port_of
 from .raw import INITIALIZE, VERSION
@@ -245,3 +248,45 @@ async def test_sessions_unused_after_initialize_lose_their_slot(nursery: trio.Nu
         for session in idle:
             assert (await _use(http, url, session)).status_code == 404  # they were closed
         assert (await _use(http, url, used)).status_code == 200  # the used one kept its slot
+
+
+# ------------------------------------------------------------------ JSON-response mode
+
+blocking = App("blocking", runtime=Runtime([secrets.token_bytes(32)]))
+#: Set when the call tagged so has started its step, and when its generator is closed.
+BLOCKED: dict[str, trio.Event] = {}
+CLOSED: dict[str, trio.Event] = {}
+
+
+@blocking.tool()
+async def blocks(ctx: Context, tag: str):  # type: ignore[no-untyped-def]
+    """Runs a step that never ends; notes when its generator is closed."""
+    BLOCKED[tag].set()
+    try:
+        yield step(trio.sleep_forever)
+        yield done("never")
+    finally:
+        CLOSED[tag].set()
+
+
+@pytest.mark.parametrize("json_response", [True, False])
+async def test_a_dropped_modern_call_is_cancelled_in_either_response_mode(
+    nursery: trio.Nursery, json_response: bool
+) -> None:
+    url = await nursery.start(
+        partial(blocking.serve_http, "127.0.0.1", 0, json_response=json_response)
+    )
+    tag = f"json={json_response}"
+    BLOCKED[tag], CLOSED[tag] = trio.Event(), trio.Event()
+    call = dict(
+        MODERN_CALL, params=dict(MODERN_CALL["params"], name="blocks", arguments={"tag": tag})
+    )  # type: ignore[arg-type]
+    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "tools/call", "Mcp-Name": "blocks"})
+    async with await trio.open_tcp_stream("127.0.0.1", port_of(url)) as stream:
+        await stream.send_all(_request(call, headers))
+        with trio.fail_after(10):
+            await BLOCKED[tag].wait()
+    # the client is gone, mid-call
+    with trio.move_on_after(3):
+        await CLOSED[tag].wait()
+    assert CLOSED[tag].is_set(), "the dropped call kept running"

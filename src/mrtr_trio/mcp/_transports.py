@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Scope
 
 from . import _hypercorn
 from ._budget import MAX_BUFFERED_BYTES, BodyBudget
+from ._disconnect import DisconnectWatch
 from ._endpoint import Endpoint
 from ._sdk import close_session, quiet_known_sdk_races, session_is_open
 from ._sessions import SessionGuard
@@ -281,7 +282,8 @@ def asgi_app(
     *max_sessions_per_client* for one *session_key* (`None`: no cap; a refused session gets
     503 with `Retry-After`: [SessionSlots][mrtr_trio.mcp._slots.SessionSlots]). A client
     that drops its connection mid-call has the call cancelled at once
-    ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]). Request bodies held at once
+    ([SessionGuard][mrtr_trio.mcp._sessions.SessionGuard]), in JSON-response mode too
+    ([DisconnectWatch][mrtr_trio.mcp._disconnect.DisconnectWatch]). Request bodies held at once
     across all requests are bounded by *max_buffered_bytes*
     ([BodyBudget][mrtr_trio.mcp._budget.BodyBudget]).
     """
@@ -314,6 +316,8 @@ def asgi_app(
             is_open=functools.partial(session_is_open, manager),
             close=functools.partial(close_session, manager),
         )
+    if json_response:
+        app = DisconnectWatch(app)  # the SDK's SSE responses watch for it themselves
     return BodyBudget(app, max_body_size=max_body_size, max_buffered_bytes=max_buffered_bytes)
 
 
