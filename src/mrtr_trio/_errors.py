@@ -22,6 +22,7 @@ __all__ = [
     "NondeterminismError",
     "PollTimeout",
     "RoundLimitExceeded",
+    "StateTooLarge",
     "StepInProgress",
     "StepStoreUnavailable",
     "RoundTimeout",
@@ -112,6 +113,12 @@ class PollTimeout(MrtrError):
 class StepStoreUnavailable(MrtrError):
     """The step store could not be reached (or is full), so a step did not run: with a store,
     a step never runs unrecorded."""
+
+
+class StateTooLarge(MrtrError):
+    """The `requestState` a round would mint is over `max_state_bytes` (an answer, a step
+    result or a payload too big to carry): the flow ends with this error, logged as a limit
+    reached, not as a fault in the server."""
 
 
 class StepInProgress(MrtrError):

@@ -1,5 +1,5 @@
-"""Log lines a client can cause, at most one per interval per kind: a client that repeats
-what it did cannot flood the log (issue 22)."""
+"""Log lines a client can cause, a few per interval per kind of event at most: a client that
+repeats what it did cannot flood the log (issue 22)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,23 @@ import logging
 import time
 from collections.abc import Callable
 
+import attrs
+
 __all__ = ["RateLimitedLog"]
 
 
+@attrs.define
+class _Window:
+    start: float
+    logged: int = 0
+    left_out: int = 0
+
+
 class RateLimitedLog:
-    """Logs through *logger* at *level*, at most one line per *interval* seconds for each kind
-    of event (the first at once; the next after the interval, saying how many were left out
-    in between). Never a traceback: what a client causes is not the server's fault."""
+    """Logs through *logger* at *level*: for each kind of event, the first *burst* in every
+    *interval* seconds, each as one line; the others at DEBUG only, and the first line of the
+    next interval says how many were left out. Never a traceback: what a client causes is not
+    the server's fault."""
 
     def __init__(
         self,
@@ -21,25 +31,31 @@ class RateLimitedLog:
         level: int,
         interval: float,
         *,
+        burst: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._logger = logger
         self._level = level
         self._interval = interval
+        self._burst = burst
         self._clock = clock
-        self._last: dict[str, float] = {}
-        self._left_out: dict[str, int] = {}
+        self._windows: dict[str, _Window] = {}
 
     def __call__(self, kind: str, message: str, *args: object) -> None:
-        """One event of *kind*, described by *message* % *args* if it is logged."""
+        """One event of *kind*, described by *message* % *args*."""
         now = self._clock()
-        last = self._last.get(kind)
-        if last is not None and now - last < self._interval:
-            self._left_out[kind] = self._left_out.get(kind, 0) + 1
-            return
-        self._last[kind] = now
-        left_out = self._left_out.pop(kind, 0)
-        if left_out:
-            message += " (and %d more like it in the last %.0f s)"
-            args = (*args, left_out, now - last if last is not None else 0.0)
-        self._logger.log(self._level, message, *args)
+        window = self._windows.get(kind)
+        if window is None or now - window.start >= self._interval:
+            left_out = 0 if window is None else window.left_out
+            if left_out:
+                message += " (%d more like it were logged at DEBUG in the previous %.0f s)"
+                args = (*args, left_out, self._interval)
+            if len(self._windows) > 1024:  # kinds come from names: keep the table bounded
+                self._windows.clear()
+            window = self._windows[kind] = _Window(now)
+        if window.logged < self._burst:
+            window.logged += 1
+            self._logger.log(self._level, message, *args)
+        else:
+            window.left_out += 1
+            self._logger.debug(message, *args)

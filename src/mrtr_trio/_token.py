@@ -35,7 +35,7 @@ import attrs
 import blake3
 import cbor2
 
-from ._errors import InvalidRequestState, MrtrError
+from ._errors import InvalidRequestState, StateTooLarge
 from ._journal import (
     PAUSED,
     Answered,
@@ -767,7 +767,7 @@ class StateCodec:
         raw = self.keyring.sign(body, binding, encrypt=self.encrypt)
         token = b64url(raw)
         if len(token) > self.max_state_bytes:
-            raise MrtrError(
+            raise StateTooLarge(
                 f"the requestState for this flow would be {len(token)} bytes, over "
                 f"max_state_bytes={self.max_state_bytes}; record less (smaller step results or "
                 "payloads, fewer rounds) or raise the cap"

@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import secrets
 import socket
 import time
 from functools import partial
 
 import httpx2
+import mcp_types
 import pytest
 import trio
+from mcp import Client
 
-from mrtr_trio import Context, Runtime, done, step
+from mrtr_trio import Context, Runtime, done, elicit, step
+from mrtr_trio._errors import StepInProgress
 from mrtr_trio.mcp import App
+from mrtr_trio.mcp._log import CLIENT_LOG_BURST, log_failure
 
 from . import apps
+from .clients import text_of
 from .processes import http_server, port_of
 from .raw import INITIALIZE, VERSION
 from .test_transports import MODERN_HEADERS, MODERN_META
@@ -290,3 +296,54 @@ async def test_a_dropped_modern_call_is_cancelled_in_either_response_mode(
     with trio.move_on_after(3):
         await CLOSED[tag].wait()
     assert CLOSED[tag].is_set(), "the dropped call kept running"
+
+
+# ------------------------------------------------------------------ what clients put in the log
+
+small_state = App("small-state", runtime=Runtime([secrets.token_bytes(32)], max_state_bytes=2048))
+NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+@small_state.tool()
+async def remembers(ctx: Context):  # type: ignore[no-untyped-def]
+    """Asks twice: the second round's requestState carries the first answer."""
+    first = yield elicit("Name?", NAME)
+    second = yield elicit("And again?", NAME)
+    yield done(f"{first.content['name']} {second.content['name']}")
+
+
+async def _answers_too_big(ctx: object, params: object) -> mcp_types.ElicitResult:
+    return mcp_types.ElicitResult(action="accept", content={"name": "x" * 5000})
+
+
+async def test_an_answer_too_big_for_the_state_is_a_rate_limited_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mrtr_trio.mcp")
+    async with Client(
+        small_state.server, mode="2026-07-28", elicitation_callback=_answers_too_big
+    ) as client:
+        for _ in range(CLIENT_LOG_BURST + 3):
+            result = await client.call_tool("remembers", {})
+            assert result.is_error and "max_state_bytes=2048" in text_of(result)
+    ours = [
+        r for r in caplog.records if r.name == "mrtr_trio.mcp" and "remembers" in r.getMessage()
+    ]
+    warnings = [r for r in ours if r.levelno == logging.WARNING]
+    assert len(warnings) == CLIENT_LOG_BURST, [r.getMessage() for r in warnings]
+    assert all("StateTooLarge" in r.getMessage() and r.exc_info is None for r in warnings)
+    assert [r for r in ours if r.levelno >= logging.ERROR] == []
+    assert len([r for r in ours if r.levelno == logging.DEBUG and "ended" in r.getMessage()]) == 3
+
+
+def test_a_retry_while_the_step_still_runs_is_a_rate_limited_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mrtr_trio.mcp")
+    error = StepInProgress("step charge of this flow is still running; retry the request")
+    for _ in range(CLIENT_LOG_BURST * 4):
+        log_failure("tool", "retried-while-running", error)
+    records = [r for r in caplog.records if "retried-while-running" in r.getMessage()]
+    warnings = [r for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == CLIENT_LOG_BURST and all(r.exc_info is None for r in warnings)
+    assert all(r.levelno in (logging.WARNING, logging.DEBUG) for r in records)

@@ -6,8 +6,11 @@
 - A flow that fails, whatever the client is told ([flow_failure][mrtr_trio.mcp._log.flow_failure]
   says what it is told, in every driver): ERROR with the traceback when the server's
   code is at fault (the handler raised, yielded something that is not a request, or built an
-  invalid request), WARNING with the message when the flow ended on a limit or on the client
-  (round limit, round timeout, no back channel, the client's error answer to a request).
+  invalid request), one WARNING line with the message when the flow ended on a limit or on the
+  client (round limit, round timeout, poll timeout, no back channel, the client's error answer
+  to a request, a requestState that would be over `max_state_bytes`, a retry while the step
+  is still running), at most 5 a minute for each handler and kind of ending (the others at
+  DEBUG).
 
 The runtime logs under `mrtr_trio`: WARNING with the precise reason for each rejected
 `requestState`, and for each replay that diverged under `replay="reask"`.
@@ -27,9 +30,13 @@ from .._errors import (
     INTERNAL_ERROR,
     BackChannelUnavailable,
     MrtrError,
+    PollTimeout,
     RoundLimitExceeded,
     RoundTimeout,
+    StateTooLarge,
+    StepInProgress,
 )
+from .._ratelimit import RateLimitedLog
 from ._host import MRTR_METHODS
 from ._registry import Entry
 from ._wire import PROTOCOL_ERRORS, error_message, mcp_error
@@ -40,15 +47,31 @@ log = logging.getLogger("mrtr_trio.mcp")
 
 R = TypeVar("R")
 
-#: Failures that end a flow without a fault in the server's code.
-_ENDED_BY_CLIENT_OR_LIMIT = (RoundLimitExceeded, RoundTimeout, BackChannelUnavailable, MCPError)
+#: Failures that end a flow without a fault in the server's code: what a client can cause.
+_ENDED_BY_CLIENT_OR_LIMIT = (
+    RoundLimitExceeded,
+    RoundTimeout,
+    PollTimeout,
+    BackChannelUnavailable,
+    MCPError,
+    StateTooLarge,  # e.g. an answer too big to carry in the next requestState
+    StepInProgress,  # a retry while another presentation of the token runs the step
+)
+#: At most `CLIENT_LOG_BURST` WARNING lines per `CLIENT_LOG_INTERVAL` seconds about flows of
+#: one handler ending alike on a limit or on the client; the others at DEBUG.
+CLIENT_LOG_INTERVAL = 60.0
+CLIENT_LOG_BURST = 5
+_client_caused = RateLimitedLog(log, logging.WARNING, CLIENT_LOG_INTERVAL, burst=CLIENT_LOG_BURST)
 
 
 def log_failure(kind: str, name: str, error: Exception) -> None:
-    """Log a flow that failed: ERROR with the traceback for a fault in the server's code,
-    WARNING for a flow that ended on a limit or on the client."""
+    """Log a flow that failed: ERROR with the traceback for a fault in the server's code;
+    one WARNING line without a traceback for a flow that ended on a limit or on the client,
+    at most `CLIENT_LOG_BURST` per `CLIENT_LOG_INTERVAL` seconds for each handler and kind of
+    ending, the others at DEBUG (a client repeating itself cannot flood the log)."""
     if isinstance(error, _ENDED_BY_CLIENT_OR_LIMIT):
-        log.warning("%s %r ended: %s: %s", kind, name, type(error).__name__, error)
+        reason = type(error).__name__
+        _client_caused(f"{kind} {name} {reason}", "%s %r ended: %s: %s", kind, name, reason, error)
     else:
         log.error("%s %r failed", kind, name, exc_info=error)
 
