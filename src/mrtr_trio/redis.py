@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from ._steps import BUSY, WON, Claim
+from ._util import check_count
 
 if TYPE_CHECKING:  # mrtr_trio.mcp (the MCP SDK) is imported only when a task record is read
     from .mcp import TaskRecord
@@ -87,6 +88,38 @@ if current['revision'] < tonumber(ARGV[2]) then
     return 1
 end
 return 0
+"""
+
+# KEYS: the task's key, the index of every task, the index of the owner's tasks ('' for none);
+# ARGV: the record's JSON, its expiry in ms (0: none), now, its expires_at ('+inf': never),
+# max_tasks, max_tasks_per_owner (0: none), the task id. Each index is a sorted set of task
+# ids scored by expires_at; entries past now are dropped before counting. Returns 1 when
+# created, 0 when the task exists, -1 when max_tasks are held, -2 when the owner holds its
+# maximum.
+_CREATE_BOUNDED = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+    return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ARGV[3])
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[5]) then
+    return -1
+end
+if KEYS[3] ~= '' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[3])
+    if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[6]) then
+        return -2
+    end
+end
+if tonumber(ARGV[2]) > 0 then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+else
+    redis.call('SET', KEYS[1], ARGV[1])
+end
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[7])
+if KEYS[3] ~= '' then
+    redis.call('ZADD', KEYS[3], ARGV[4], ARGV[7])
+end
+return 1
 """
 
 
@@ -193,15 +226,22 @@ class RedisTaskStore(_RedisStore):
     treats a record past its `expires_at` by *clock* as gone, and raises `ValueError` naming
     the key when it holds something that is not a record.
 
-    Unlike [MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore], the store has no `max_tasks`
-    bound of its own and never raises [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull]: Redis's
-    `maxmemory` and its eviction policy bound it (with `noeviction`, a full Redis refuses the
-    `SET` and the error propagates; a `volatile-*` policy may drop records before they expire).
-    It needs Redis 6.0 or later (`SET ... KEEPTTL`).
+    Like [MemoryTaskStore][mrtr_trio.mcp.MemoryTaskStore], it holds at most *max_tasks*
+    unexpired records, and at most *max_tasks_per_owner* of one authenticated owner (`None`:
+    no per-owner bound); past either, `create` raises
+    [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull] naming the bound, and no record is ever
+    dropped before it expires. The counts are two sorted sets of task ids scored by expiry
+    (`mrtr_trio:tasks` and `mrtr_trio:tasks:owner:` + the owner's JSON, after the prefix),
+    checked and written with the record by one Lua script. A Redis with a `volatile-*` or
+    `allkeys-*` eviction policy may still drop records before they expire when it reaches its
+    `maxmemory`; keep `noeviction` (the default) for tasks. It needs Redis 6.0 or later
+    (`SET ... KEEPTTL`).
     """
 
     #: What every task key starts with, after the store's prefix.
     KEY_PREFIX = "mrtr_trio:task:"
+    #: The sorted set that counts the unexpired tasks, after the store's prefix.
+    INDEX = "mrtr_trio:tasks"
 
     def __init__(
         self,
@@ -210,23 +250,60 @@ class RedisTaskStore(_RedisStore):
         prefix: str = "",
         timeout: float = 5.0,
         clock: Callable[[], float] = time.time,
+        max_tasks: int = 10_000,
+        max_tasks_per_owner: int | None = 1_000,
     ) -> None:
         super().__init__(url_or_client, prefix=prefix, timeout=timeout)
         self.clock = clock
+        self.max_tasks = check_count("max_tasks", max_tasks)
+        self.max_tasks_per_owner = (
+            None
+            if max_tasks_per_owner is None
+            else check_count("max_tasks_per_owner", max_tasks_per_owner)
+        )
         self._put_newer = self.client.register_script(_PUT_NEWER)
+        self._create_bounded = self.client.register_script(_CREATE_BOUNDED)
 
     def key(self, task_id: str) -> str:
         """The Redis key of the task *task_id*."""
         return self.prefix + self.KEY_PREFIX + task_id
 
     async def create(self, record: TaskRecord) -> None:
-        """Add a new task, atomically (`ValueError` when a task with its id exists)."""
-        key = self.key(record.task_id)
-        created = await self._run(
-            self.client.set, key, _json_of(record), nx=True, px=self._expiry(record)
-        )
-        if not created:
+        """Add a new task, atomically (`ValueError` when a task with its id exists,
+        [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull] past a bound)."""
+        from .mcp import TaskStoreFull
+
+        by_owner = bool(record.owner) and self.max_tasks_per_owner is not None
+        keys = [
+            self.key(record.task_id),
+            self.prefix + self.INDEX,
+            self.prefix + self.INDEX + ":owner:" + json.dumps(list(record.owner))
+            if by_owner
+            else "",
+        ]
+        expires = "+inf" if record.ttl is None else repr(record.expires_at)
+        arguments = [
+            _json_of(record),
+            self._expiry(record) or 0,
+            repr(self.clock()),
+            expires,
+            self.max_tasks,
+            self.max_tasks_per_owner or 0,
+            record.task_id,
+        ]
+        created = await self._run(self._create_bounded, keys, arguments)
+        if created == 0:
             raise ValueError(f"task {record.task_id!r} exists already")
+        if created == -1:
+            raise TaskStoreFull(
+                f"the task store holds max_tasks={self.max_tasks} tasks that have not "
+                "expired; retry once some have (or lower the tasks' ttl)"
+            )
+        if created == -2:
+            raise TaskStoreFull(
+                f"this client holds max_tasks_per_owner={self.max_tasks_per_owner} tasks "
+                "that have not expired; retry once some have (or lower the tasks' ttl)"
+            )
 
     async def get(self, task_id: str) -> TaskRecord | None:
         """The task's current record, or `None` when unknown or expired."""
@@ -252,8 +329,9 @@ class RedisTaskStore(_RedisStore):
             raise _foreign(key, held, ValueError("it has no revision"))
 
     async def delete(self, task_id: str) -> None:
-        """Forget the task."""
+        """Forget the task (its owner's count drops when it would have expired)."""
         await self._run(self.client.delete, self.key(task_id))
+        await self._run(self.client.zrem, self.prefix + self.INDEX, task_id)
 
     def _expiry(self, record: TaskRecord) -> int | None:
         if record.ttl is None:

@@ -19,10 +19,15 @@ import httpx2
 import pytest
 import trio
 from mcp import Client
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
 from mcp.shared.exceptions import MCPError
 
 from mrtr_trio import Context, Runtime, done, elicit, list_roots, poll, step
 from mrtr_trio.mcp import TASKS_EXTENSION, App, MemoryTaskStore, background
+from mrtr_trio.mcp._tasks import TASK_LIMIT_REACHED
+from mrtr_trio.mcp._transports import serve_http
 from mrtr_trio.redis import RedisTaskStore
 
 from ..services import RedisServer
@@ -105,6 +110,7 @@ async def rpc(
     params: dict[str, Any],
     caps: dict[str, Any] | None = None,
     name: str | None = None,
+    headers: dict[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """One 2026-07-28 request as the conformance harness sends it; ``Mcp-Name`` defaults to
     the name, the URI or the task id the body carries."""
@@ -117,6 +123,7 @@ async def rpc(
         "Content-Type": "application/json",
         "MCP-Protocol-Version": "2026-07-28",
         "Mcp-Method": method,
+        **(headers or {}),
     }
     name = name if name is not None else params.get("name", params.get("taskId"))
     if name is not None:
@@ -349,20 +356,65 @@ async def test_a_full_store_refuses_the_call_wherever_the_task_would_start(
     url = await nursery.start(make_app(task_store=MemoryTaskStore(1)).serve_http, "127.0.0.1", 0)
     running = await call(url, "wait_for", {"label": "holder"})
     assert running["status"] == "working"  # the store's one place is taken by a running task
-    # At background() (an optional tool, a required one) or born finished: -32603, no task,
-    # and not a tool error (no isError result, nothing logged as a fault).
+    # At background() (an optional tool, a required one) or born finished: refused with the
+    # limit's own code (not -32603), no task, and not a tool error (no isError result,
+    # nothing logged as a fault).
     for tool, arguments in [
         ("wait_for", {"label": "refused"}),
         ("confirm", {"filename": "x"}),
         ("quick", {}),
     ]:
         _, body = await rpc(url, "tools/call", {"name": tool, "arguments": arguments})
-        assert body["error"]["code"] == -32603, tool
+        assert body["error"]["code"] == TASK_LIMIT_REACHED == -32000, tool
         assert body["error"]["message"] == (
-            "1 tasks are running; wait for some to finish or raise max_tasks"
+            "the task store holds max_tasks=1 tasks that have not expired; retry once some "
+            "have (or lower the tasks' ttl)"
         )
     await finally_ran("refused")  # the refused flow was closed at background()
     assert errors_logged(caplog) == []
+
+
+def _signed_in_as_x_client(app: Any) -> Any:
+    """The ASGI *app* behind the SDK's auth context, every request authenticated as the
+    principal its ``X-Client`` header names (a stand-in for bearer tokens, which this test
+    does not need)."""
+
+    with_context = AuthContextMiddleware(app)
+
+    async def as_user(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            client = dict(scope["headers"]).get(b"x-client", b"").decode()
+            token = AccessToken(token=client, client_id=client, scopes=[], subject=client)
+            scope = dict(scope, user=AuthenticatedUser(token))
+        await with_context(scope, receive, send)
+
+    return as_user
+
+
+async def test_running_task_flows_are_bounded_per_principal(nursery: trio.Nursery) -> None:
+    FINALLY.clear()
+    app = make_app(task_max_flows_per_owner=1)
+    url = await nursery.start(
+        serve_http, _signed_in_as_x_client(app.asgi()), "127.0.0.1", 0, "/mcp"
+    )
+    params = {"name": "wait_for", "arguments": {"label": "alice-1"}}
+    alice, bob = {"X-Client": "alice"}, {"X-Client": "bob"}
+    _, first = await rpc(url, "tools/call", params, headers=alice)
+    assert first["result"]["status"] == "working"
+    _, second = await rpc(
+        url, "tools/call", dict(params, arguments={"label": "alice-2"}), headers=alice
+    )
+    assert "error" in second, second
+    assert second["error"]["code"] == TASK_LIMIT_REACHED
+    assert "max_flows_per_owner=1" in second["error"]["message"]
+    _, other = await rpc(url, "tools/call", dict(params, arguments={"label": "bob-1"}), headers=bob)
+    assert other["result"]["status"] == "working"  # one client's flows do not hold up another's
+    await rpc(url, "tasks/cancel", {"taskId": first["result"]["taskId"]}, headers=alice)
+    await finally_ran("alice-1")
+    _, again = await rpc(
+        url, "tools/call", dict(params, arguments={"label": "alice-3"}), headers=alice
+    )
+    assert again["result"]["status"] == "working"  # its place is free once its flow ended
 
 
 async def test_mrtr_rounds_before_the_task(url: str) -> None:
@@ -461,7 +513,7 @@ async def test_a_shared_redis_task_store_lets_another_process_answer_tasks_get(
     assert task["result"]["content"][0]["text"] == "shared.txt: deleted"
     assert task == await get(owner_url, task_id)
     with redis_db.client() as client:
-        assert client.keys() == [f"mrtr_trio:task:{task_id}".encode()]
+        assert sorted(client.keys()) == [b"mrtr_trio:task:" + task_id.encode(), b"mrtr_trio:tasks"]
         client.set(f"mrtr_trio:task:{task_id}", b"overwritten by someone else")
     # A key that does not hold a record is an error answer, logged with the key's name, and
     # the server keeps serving.

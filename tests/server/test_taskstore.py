@@ -5,8 +5,9 @@ bound, the Redis store's keys, expiries and sharing; and the record's wire and J
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+import attrs
 import pytest
 import trio
 
@@ -108,22 +109,59 @@ async def test_concurrent_writes_keep_the_highest_revision(
 # -------------------------------------------------------------------------- MemoryTaskStore
 
 
-async def test_full_store_drops_expired_then_oldest_finished_then_refuses() -> None:
-    clock = Clock()
-    store = MemoryTaskStore(3, clock=clock)
+@pytest.fixture(params=["memory", "redis"])
+def bounded(
+    request: pytest.FixtureRequest,
+) -> Iterator[Callable[..., tuple[Clock, TaskStore]]]:
+    """A maker of each task store the package ships with the bounds given, on a clock the
+    test moves."""
+    made: list[RedisTaskStore] = []
+
+    def make(max_tasks: int, max_tasks_per_owner: int | None = None) -> tuple[Clock, TaskStore]:
+        clock = Clock()
+        bounds = {"max_tasks": max_tasks, "max_tasks_per_owner": max_tasks_per_owner}
+        if request.param == "memory":
+            return clock, MemoryTaskStore(clock=clock, **bounds)  # type: ignore[arg-type]
+        server: RedisServer = request.getfixturevalue("redis_db")
+        made.append(RedisTaskStore(server.unix_url, clock=clock, **bounds))  # type: ignore[arg-type]
+        return clock, made[-1]
+
+    yield make
+    for store in made:
+        store.close()
+
+
+async def test_a_full_store_never_drops_an_unexpired_record_and_refuses_instead(
+    bounded: Callable[..., tuple[Clock, TaskStore]],
+) -> None:
+    clock, store = bounded(3)
     await store.create(record("a", "completed", at=clock.now))
     await store.create(record("b", "completed", at=clock.now + 1))
     await store.create(record("c", "working", ttl=10.0))
     clock.now += 11  # c expired
     await store.create(record("d"))
-    assert await store.get("c") is None and len(store) == 3
-    await store.create(record("e"))  # full: the oldest finished one (a) goes
-    assert await store.get("a") is None and await store.get("b") is not None
-    await store.create(record("f"))  # then b
-    with pytest.raises(TaskStoreFull, match="3 tasks are running"):
-        await store.create(record("g"))
+    assert await store.get("c") is None
+    with pytest.raises(TaskStoreFull, match="max_tasks=3 tasks that have not expired"):
+        await store.create(record("e"))  # full: the finished a and b stay readable
+    assert await store.get("a") is not None and await store.get("b") is not None
     with pytest.raises(ValueError, match="exists"):
         await store.create(record("d"))
+
+
+async def test_each_owner_holds_at_most_its_share_of_the_store(
+    bounded: Callable[..., tuple[Clock, TaskStore]],
+) -> None:
+    clock, store = bounded(10, 2)
+    alice, bob = ("client", "issuer", "alice"), ("client", "issuer", "bob")
+    await store.create(attrs.evolve(record("a1", "completed", ttl=5.0), owner=alice))
+    await store.create(attrs.evolve(record("a2"), owner=alice))
+    with pytest.raises(TaskStoreFull, match="max_tasks_per_owner=2"):
+        await store.create(attrs.evolve(record("a3"), owner=alice))
+    await store.create(attrs.evolve(record("b1"), owner=bob))  # another owner is not held up
+    for name in ("u1", "u2", "u3"):  # unauthenticated tasks share max_tasks only
+        await store.create(record(name))
+    clock.now += 6  # a1 expired: alice has room again
+    await store.create(attrs.evolve(record("a3"), owner=alice))
 
 
 def test_store_bound_must_be_positive() -> None:

@@ -77,7 +77,9 @@ class App:
     - *auth*: an [Auth][mrtr_trio.auth.Auth]: over HTTP every request then needs a bearer
       token the verifier accepts, with the scopes it names (and those of the handler it
       calls), and `requestState` tokens, tasks and legacy sessions belong to the principal
-      the token names (docs/security.md). stdio and in-process clients are not asked for one.
+      the token names (docs/security.md). stdio and in-process clients are not asked for one;
+    - *task_max_flows*, *task_max_flows_per_owner*: task-capable flows this process runs at
+      once, in all and for one authenticated principal (docs/tasks.md).
 
     `app.server` is the underlying `mcp.server.lowlevel.Server`: `mcp.Client(app.server)`
     talks to it in-process, and its request handlers can be extended.
@@ -94,6 +96,8 @@ class App:
         task_ttl: float | None = 3600.0,
         task_poll_interval: float | None = 1.0,
         auth: Auth | None = None,
+        task_max_flows: int = 1000,
+        task_max_flows_per_owner: int | None = 100,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError("App needs a non-empty name")
@@ -106,6 +110,8 @@ class App:
             store=task_store,
             ttl=task_ttl,
             poll_interval=task_poll_interval,
+            max_flows=task_max_flows,
+            max_flows_per_owner=task_max_flows_per_owner,
         )
         self.server: Server[Any] = Server(
             name,

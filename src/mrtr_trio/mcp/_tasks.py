@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Literal, TypeAlias, TypeVar
@@ -68,6 +69,7 @@ from ._wire import (
 
 __all__ = [
     "TASKS_EXTENSION",
+    "TASK_LIMIT_REACHED",
     "TaskPolicy",
     "Tasks",
     "background",
@@ -369,9 +371,15 @@ def _outcome(result: types.CallToolResult | None, error: MCPError | None) -> dic
     }
 
 
+#: The JSON-RPC error code (implementation-defined server error) of a `tools/call` refused
+#: because a bound on tasks is reached: the process's or the owner's flows, or the store.
+TASK_LIMIT_REACHED = -32000
+
+
 class _NoRoom(MCPError):
-    """The store has no room for a new task: the `tools/call` is refused with `-32603`, as
-    when the process runs `max_flows` flows (not a tool error, and no task exists)."""
+    """The store has no room for a new task: the `tools/call` is refused with
+    `TASK_LIMIT_REACHED` naming the bound, as when the process or the owner runs its maximum
+    of flows (not a tool error, and no task exists)."""
 
 
 # ------------------------------------------------------------------ the extension, per App
@@ -387,7 +395,11 @@ class Tasks:
       running then is cancelled and removed;
     - *poll_interval*: the `pollIntervalMs` suggested to clients, in seconds;
     - *max_flows*: how many task-capable flows (a round in progress, or a task running) this
-      process holds at once.
+      process holds at once;
+    - *max_flows_per_owner*: how many of them one authenticated principal holds at once
+      (`None`: no such bound; unauthenticated clients share *max_flows*).
+
+    A call past either bound is refused with `TASK_LIMIT_REACHED` (-32000) naming it.
     """
 
     def __init__(
@@ -399,6 +411,7 @@ class Tasks:
         ttl: float | None = 3600.0,
         poll_interval: float | None = 1.0,
         max_flows: int = 1000,
+        max_flows_per_owner: int | None = 100,
     ) -> None:
         self.runtime = runtime
         self.audience = audience
@@ -408,11 +421,17 @@ class Tasks:
             "task_poll_interval", poll_interval, optional=True
         )
         self.max_flows = check_count("max_flows", max_flows)
+        self.max_flows_per_owner = (
+            None
+            if max_flows_per_owner is None
+            else check_count("max_flows_per_owner", max_flows_per_owner)
+        )
         self._by_task: dict[str, TaskFlow] = {}
         self._flows: set[TaskFlow] = set()
         #: Whether the caller's token may use a handler (the App's scope check; by default
         #: everyone may).
         self.permits: Callable[[Entry], bool] = lambda entry: True
+        self._flows_by_owner: Counter[tuple[str, ...]] = Counter()
 
     # -------------------------------------------------------------------------- lifespan
 
@@ -426,7 +445,11 @@ class Tasks:
                 nursery.cancel_scope.cancel()
 
     def _forget(self, flow: TaskFlow) -> None:
-        self._flows.discard(flow)
+        if flow in self._flows:
+            self._flows.remove(flow)
+            self._flows_by_owner[flow.owner] -= 1
+            if not self._flows_by_owner[flow.owner]:
+                del self._flows_by_owner[flow.owner]
         if flow.record is not None:
             self._by_task.pop(flow.record.task_id, None)
 
@@ -487,11 +510,25 @@ class Tasks:
             )
         if len(self._flows) >= self.max_flows:
             raise MCPError(
-                INTERNAL_ERROR, f"the server is running {self.max_flows} task flows; retry later"
+                TASK_LIMIT_REACHED,
+                f"the server is running max_flows={self.max_flows} task flows; retry once "
+                "some have finished",
+            )
+        owner = principal()
+        if (
+            owner
+            and self.max_flows_per_owner is not None
+            and self._flows_by_owner[owner] >= self.max_flows_per_owner
+        ):
+            raise MCPError(
+                TASK_LIMIT_REACHED,
+                f"this client is running max_flows_per_owner={self.max_flows_per_owner} task "
+                "flows; retry once some have finished",
             )
         responses = raw_input_responses(params)
         flow = TaskFlow(self, entry, arguments, params, responses, ctx, bind)
         self._flows.add(flow)
+        self._flows_by_owner[flow.owner] += 1
         nursery.start_soon(flow.run)
         return flow
 
@@ -515,7 +552,7 @@ class Tasks:
         try:
             await self.store.create(record)
         except TaskStoreFull as full:
-            raise _NoRoom(INTERNAL_ERROR, str(full)) from None
+            raise _NoRoom(TASK_LIMIT_REACHED, str(full)) from None
         return record
 
     # ------------------------------------------------------------------------ tasks/*

@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import math
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, get_args
 
@@ -37,7 +38,8 @@ TERMINAL_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled
 
 
 class TaskStoreFull(Exception):
-    """The store holds its maximum number of live tasks; no new task can start."""
+    """The store holds its maximum number of unexpired tasks, in all or for the task's owner;
+    no new task can start until some expire. The message names the bound."""
 
 
 @attrs.frozen
@@ -198,16 +200,31 @@ class TaskStore(Protocol):
 class MemoryTaskStore:
     """Task records in this process's memory: bounded and expiring.
 
-    At most *max_tasks* records are kept. When full, expired records are purged first, then
-    the oldest finished ones; if every record belongs to a running task, creating another
-    raises [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull]. *clock* gives seconds since the
-    epoch (for tests).
+    A record stays readable until its time to live has passed, never dropped sooner. At most
+    *max_tasks* unexpired records are kept, and at most *max_tasks_per_owner* of one
+    authenticated owner (`None`: no per-owner bound; unauthenticated tasks, whose owner is
+    `()`, share *max_tasks* only). When a bound is reached, expired records are purged; if
+    that makes no room, creating another task raises
+    [TaskStoreFull][mrtr_trio.mcp.TaskStoreFull] naming the bound. *clock* gives seconds
+    since the epoch (for tests).
     """
 
-    def __init__(self, max_tasks: int = 1000, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        max_tasks: int = 10_000,
+        *,
+        max_tasks_per_owner: int | None = 1_000,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.max_tasks = check_count("max_tasks", max_tasks)
+        self.max_tasks_per_owner = (
+            None
+            if max_tasks_per_owner is None
+            else check_count("max_tasks_per_owner", max_tasks_per_owner)
+        )
         self.clock = clock
         self._records: dict[str, TaskRecord] = {}
+        self._owned: Counter[tuple[str, ...]] = Counter()
 
     def __len__(self) -> int:
         return len(self._records)
@@ -215,14 +232,25 @@ class MemoryTaskStore:
     async def create(self, record: TaskRecord) -> None:
         if record.task_id in self._records:
             raise ValueError(f"task {record.task_id!r} exists already")
-        if len(self._records) >= self.max_tasks:
-            self._make_room()
+        if self._full(record.owner):
+            self._purge_expired()
+            if len(self._records) >= self.max_tasks:
+                raise TaskStoreFull(
+                    f"the task store holds max_tasks={self.max_tasks} tasks that have not "
+                    "expired; retry once some have (or lower the tasks' ttl)"
+                )
+            if self._full(record.owner):
+                raise TaskStoreFull(
+                    f"this client holds max_tasks_per_owner={self.max_tasks_per_owner} tasks "
+                    "that have not expired; retry once some have (or lower the tasks' ttl)"
+                )
         self._records[record.task_id] = record
+        self._owned[record.owner] += 1
 
     async def get(self, task_id: str) -> TaskRecord | None:
         record = self._records.get(task_id)
         if record is not None and self.clock() >= record.expires_at:
-            del self._records[task_id]
+            await self.delete(task_id)
             return None
         return record
 
@@ -232,21 +260,23 @@ class MemoryTaskStore:
             self._records[record.task_id] = record
 
     async def delete(self, task_id: str) -> None:
-        self._records.pop(task_id, None)
+        record = self._records.pop(task_id, None)
+        if record is not None:
+            self._owned[record.owner] -= 1
+            if not self._owned[record.owner]:
+                del self._owned[record.owner]
 
-    def _make_room(self) -> None:
+    def _full(self, owner: tuple[str, ...]) -> bool:
+        return len(self._records) >= self.max_tasks or (
+            bool(owner)
+            and self.max_tasks_per_owner is not None
+            and self._owned[owner] >= self.max_tasks_per_owner
+        )
+
+    def _purge_expired(self) -> None:
         now = self.clock()
         for task_id in [t for t, r in self._records.items() if now >= r.expires_at]:
-            del self._records[task_id]
-        if len(self._records) < self.max_tasks:
-            return
-        oldest = min(
-            (r for r in self._records.values() if r.terminal),
-            key=lambda r: r.updated_at,
-            default=None,
-        )
-        if oldest is None:
-            raise TaskStoreFull(
-                f"{self.max_tasks} tasks are running; wait for some to finish or raise max_tasks"
-            )
-        del self._records[oldest.task_id]
+            record = self._records.pop(task_id)
+            self._owned[record.owner] -= 1
+            if not self._owned[record.owner]:
+                del self._owned[record.owner]
