@@ -248,7 +248,7 @@ async def bodies(
     ordered = sorted(sent_before_refusal)
     figures = (
         ("clients", str(clients)),
-        ("body each, MB", f"{size / 1e6:.0f}"),
+        ("body each, MiB", f"{size / 2**20:.0f}"),
         ("answers", ", ".join(f"{k} x{v}" for k, v in sorted(statuses.items()))),
         (
             "sent before the answer, MiB (median, max)",

@@ -533,11 +533,11 @@ class App:
         - *max_buffered_bytes*: request bodies held at once across all requests (503 with
           `Retry-After` past it).
 
-        A legacy client that drops its connection mid-call has the call cancelled and its flow
-        closed at once. The defaults and their reasons are in docs/reliability.md. With
-        [auth][mrtr_trio.mcp.App.auth], the endpoint asks for bearer tokens and the Protected
-        Resource Metadata is served at `/.well-known/oauth-protected-resource` (with and
-        without the path).
+        A client that drops its connection mid-call has the call cancelled and its flow closed at
+        once, with SSE and with JSON responses (*json_response*) alike. The defaults and their
+        reasons are in docs/reliability.md. With [auth][mrtr_trio.mcp.App.auth], the endpoint
+        asks for bearer tokens and the Protected Resource Metadata is served at
+        `/.well-known/oauth-protected-resource` (with and without the path).
         """
         app = asgi_app(
             self.server,
