@@ -91,8 +91,8 @@ async def test_a_used_connection_closes_at_the_keep_alive_timeout(
 
 def _served_or_refused(sock: socket.socket) -> str:
     """``"served"`` (a 200 came back), ``"refused"`` (closed without a response) or
-    ``"waiting"`` (nothing within a second)."""
-    sock.settimeout(1)
+    ``"waiting"`` (nothing within 5 seconds)."""
+    sock.settimeout(5)
     try:
         data = sock.recv(65536)
     except ConnectionResetError:
