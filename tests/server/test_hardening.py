@@ -347,3 +347,19 @@ def test_a_retry_while_the_step_still_runs_is_a_rate_limited_warning(
     warnings = [r for r in records if r.levelno == logging.WARNING]
     assert len(warnings) == CLIENT_LOG_BURST and all(r.exc_info is None for r in warnings)
     assert all(r.levelno in (logging.WARNING, logging.DEBUG) for r in records)
+
+
+def test_session_slots_key_by_principal_when_authenticated_else_by_address() -> None:
+    from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+    from mcp.server.auth.provider import AccessToken
+
+    from mrtr_trio.mcp._slots import client_key
+
+    def user(subject: str) -> AuthenticatedUser:
+        return AuthenticatedUser(AccessToken(token="t", client_id="c", scopes=[], subject=subject))
+
+    address = {"type": "http", "client": ("10.0.0.7", 5555)}
+    alice, bob = dict(address, user=user("alice")), dict(address, user=user("bob"))
+    assert client_key(alice) != client_key(bob)  # one proxy address, two principals
+    assert client_key(alice) == client_key(dict(alice, client=("10.0.0.8", 1)))
+    assert client_key(address) == ("address", "10.0.0.7")

@@ -45,7 +45,7 @@ from ._transports import (
     SESSION_IDLE_TIMEOUT,
     asgi_app,
     check_may_serve,
-    client_address,
+    client_key,
     run_until_interrupted,
     serve_http,
     serve_stdio,
@@ -514,7 +514,7 @@ class App:
         max_sessions: int | None = MAX_SESSIONS,
         max_sessions_per_client: int | None = MAX_SESSIONS_PER_CLIENT,
         session_first_use_timeout: float = FIRST_USE_TIMEOUT,
-        session_key: Callable[[Scope], Hashable] = client_address,
+        session_key: Callable[[Scope], Hashable] = client_key,
         max_buffered_bytes: int = MAX_BUFFERED_BYTES,
     ) -> ASGIApp:
         """A fresh Streamable HTTP ASGI app (for any ASGI server that runs its lifespan).
@@ -526,8 +526,9 @@ class App:
         - *max_sessions*: legacy sessions open at once; a new one past it gets 503 with
           `Retry-After` (`None`: no cap);
         - *max_sessions_per_client*: legacy sessions one client holds at once, the client
-          being what *session_key* makes of the request's ASGI scope (default: its IP
-          address; behind a proxy, read the forwarded address or the authenticated principal);
+          being what *session_key* makes of the request's ASGI scope (default: the
+          authenticated principal with *auth*, else the IP address; behind a proxy, read the
+          forwarded address);
         - *session_first_use_timeout*: seconds a legacy session that made no request since
           `initialize` keeps its slot;
         - *max_buffered_bytes*: request bodies held at once across all requests (503 with
@@ -580,7 +581,7 @@ class App:
         max_sessions: int | None = MAX_SESSIONS,
         max_sessions_per_client: int | None = MAX_SESSIONS_PER_CLIENT,
         session_first_use_timeout: float = FIRST_USE_TIMEOUT,
-        session_key: Callable[[Scope], Hashable] = client_address,
+        session_key: Callable[[Scope], Hashable] = client_key,
         max_buffered_bytes: int = MAX_BUFFERED_BYTES,
         backlog: int = BACKLOG,
         keep_alive_timeout: float = KEEP_ALIVE_TIMEOUT,

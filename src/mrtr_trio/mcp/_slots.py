@@ -3,9 +3,9 @@ of the Streamable HTTP app that admits each new legacy session (issue 22).
 
 - **A cap, and a fair share per client.** At most `max_sessions` legacy sessions are open, and
   at most `max_sessions_per_client` for one client. A client is what *key* makes of the
-  request's ASGI scope: by default [client_address][mrtr_trio.mcp._slots.client_address], the
-  peer's IP address (behind a proxy every client has the proxy's: give a *key* that reads the
-  forwarded address, or the authenticated principal).
+  request's ASGI scope: by default [client_key][mrtr_trio.mcp._slots.client_key], the
+  authenticated principal, else the peer's IP address (behind a proxy every unauthenticated
+  client has the proxy's address: give a *key* that reads the forwarded one).
 - **A first-use deadline.** A session that has made no request since its `initialize` (the
   `notifications/initialized` does not count) within `first_use_timeout` seconds loses its slot:
   the session is ended, as its idle timeout would end it, when a new session needs room.
@@ -27,6 +27,8 @@ from typing import Any
 
 import attrs
 import pydantic_core
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import principal_components
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -37,7 +39,7 @@ __all__ = [
     "FIRST_USE_TIMEOUT",
     "MAX_SESSIONS_PER_CLIENT",
     "SessionSlots",
-    "client_address",
+    "client_key",
 ]
 
 log = logging.getLogger("mrtr_trio.mcp")
@@ -50,11 +52,15 @@ MAX_SESSIONS_PER_CLIENT = 1024
 _LOG_INTERVAL = 10.0
 
 
-def client_address(scope: Scope) -> Hashable:
-    """The default slot key: the IP address the request came from (`None` when the ASGI server
-    does not say)."""
+def client_key(scope: Scope) -> Hashable:
+    """The default slot key: the authenticated principal (client, issuer, subject) when the
+    request carries one (an App with `auth`), else the IP address the request came from
+    (`None` when the ASGI server does not say)."""
+    user = scope.get("user")
+    if isinstance(user, AuthenticatedUser):
+        return ("principal", principal_components(user.access_token))
     client = scope.get("client")
-    return client[0] if client else None
+    return ("address", client[0] if client else None)
 
 
 @attrs.define
@@ -74,7 +80,7 @@ class SessionSlots:
         max_sessions: int | None,
         max_per_client: int | None,
         first_use_timeout: float,
-        key: Callable[[Scope], Hashable] = client_address,
+        key: Callable[[Scope], Hashable] = client_key,
         is_open: Callable[[str], bool],
         close: Callable[[str], Awaitable[None]],
         clock: Callable[[], float] = time.monotonic,

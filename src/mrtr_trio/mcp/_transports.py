@@ -32,7 +32,7 @@ from ._disconnect import DisconnectWatch
 from ._endpoint import Endpoint
 from ._sdk import close_session, quiet_known_sdk_races, session_is_open
 from ._sessions import SessionGuard
-from ._slots import FIRST_USE_TIMEOUT, MAX_SESSIONS_PER_CLIENT, SessionSlots, client_address
+from ._slots import FIRST_USE_TIMEOUT, MAX_SESSIONS_PER_CLIENT, SessionSlots, client_key
 from ._wirewatch import AnswerWatch
 
 __all__ = [
@@ -47,7 +47,7 @@ __all__ = [
     "SESSION_IDLE_TIMEOUT",
     "ServingDuringImport",
     "asgi_app",
-    "client_address",
+    "client_key",
     "check_may_serve",
     "importing",
     "run_until_interrupted",
@@ -269,7 +269,7 @@ def asgi_app(
     max_sessions: int | None = MAX_SESSIONS,
     max_sessions_per_client: int | None = MAX_SESSIONS_PER_CLIENT,
     session_first_use_timeout: float = FIRST_USE_TIMEOUT,
-    session_key: Callable[[Scope], Hashable] = client_address,
+    session_key: Callable[[Scope], Hashable] = client_key,
     max_buffered_bytes: int = MAX_BUFFERED_BYTES,
 ) -> ASGIApp:
     """A fresh Streamable HTTP ASGI app for *server* (the SDK's session manager at *path*,
