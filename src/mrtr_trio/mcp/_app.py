@@ -11,10 +11,7 @@ from typing import Any, Literal, TypeVar
 
 import mcp_types as types
 import trio
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp import MCPError
 from starlette.types import ASGIApp, Scope
 
 from .._modern import Complete
@@ -24,7 +21,7 @@ from ._gate import AuthGate
 from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
 from ._log import flow_failure, log_calls
 from ._registry import ArgumentsError, Entry, Kind, make_entry
-from ._sdk import add_middleware
+from ._sdk import Server, ServerRequestContext, add_middleware, get_access_token
 from ._tasks import (
     TASK_POLICIES,
     TASKS_EXTENSION,

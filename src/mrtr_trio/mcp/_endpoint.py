@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import contextlib
 
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
+
+from ._sdk import StreamableHTTPSessionManager
 
 __all__ = ["Endpoint"]
 

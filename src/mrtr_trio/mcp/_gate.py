@@ -35,11 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from urllib.parse import urlsplit
 
 import pydantic_core
-from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
-from mcp.server.auth.provider import AccessToken, principal_components
-from mcp.server.auth.routes import create_protected_resource_routes
-from mcp.shared.inbound import NAME_BEARING_METHODS, decode_header_value
+from mcp.server.auth.provider import AccessToken
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import AnyHttpUrl
 from starlette.authentication import AuthCredentials
@@ -48,6 +44,15 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..auth import Auth
+from ._sdk import (
+    NAME_BEARING_METHODS,
+    AuthContextMiddleware,
+    AuthenticatedUser,
+    BearerAuthBackend,
+    create_protected_resource_routes,
+    decode_header_value,
+    principal_components,
+)
 
 __all__ = ["AuthGate", "WELL_KNOWN", "principal_of"]
 

@@ -22,12 +22,7 @@ from typing import Any
 import cbor2
 import mcp_types as types
 import pydantic
-from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.provider import principal_components
-from mcp.server.connection import allowed_log_levels
-from mcp.server.context import CallNext, ServerRequestContext
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import ServerMessageMetadata
+from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._errors import InvalidInputResponse, InvalidRequestState
@@ -36,6 +31,14 @@ from .._runtime import Runtime
 from .._util import IdentityMemo
 from .._values import Request
 from ._registry import Entry
+from ._sdk import (
+    CallNext,
+    ServerMessageMetadata,
+    ServerRequestContext,
+    allowed_log_levels,
+    get_access_token,
+    principal_components,
+)
 from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
 from ._wirewatch import malformed_reason
 

@@ -23,8 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
-from mcp.server.context import CallNext, ServerRequestContext
-from mcp.shared.exceptions import MCPError
+from mcp import MCPError
 
 from .._errors import (
     INTERNAL_ERROR,
@@ -39,6 +38,7 @@ from .._errors import (
 from .._ratelimit import RateLimitedLog
 from ._host import MRTR_METHODS
 from ._registry import Entry
+from ._sdk import CallNext, ServerRequestContext
 from ._wire import PROTOCOL_ERRORS, error_message, mcp_error
 
 __all__ = ["flow_failure", "log", "log_calls", "log_failure"]

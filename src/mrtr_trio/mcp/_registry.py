@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import attrs
 import pydantic
-from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+from mcp import InvalidUriTemplate, UriTemplate
 
 from .._flow import is_generator_handler
 from ._sdk import X_MCP_HEADER_KEY, invalid_header_annotation

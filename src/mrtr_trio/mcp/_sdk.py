@@ -1,5 +1,24 @@
-"""The parts of the `mcp` SDK (2.3) that the tasks extension and header-mapped parameters
-rely on beyond its documented handler API, in one place.
+"""Every import from the `mcp` SDK (2.3) beyond its public API, and the facts about the SDK
+that the host relies on beyond its documented handler API, in one place.
+
+**The line.** Outside this module, the host imports the SDK only from its top level (`mcp`:
+`Client`, `MCPError`, `UriTemplate`, `stdio_server`...) and the protocol's types (`mcp_types`),
+plus the token-verifier interface that [mrtr_trio.auth][] implements
+(`mcp.server.auth.provider.AccessToken` and `TokenVerifier`, the SDK's documented extension
+point for verifiers; `auth` cannot import this module, which lives in a package that imports
+`auth`). Every other `mcp.<module>` import lives here and is re-exported under the same name;
+`tests/test_layers.py` fails naming any that is not. The re-exported names, and what they are
+for:
+
+- the low-level `Server`, its handlers' `ServerRequestContext` and its middleware's
+  `CallNext`; `allowed_log_levels` (the levels a session's `logging/setLevel` enables) and
+  `ServerMessageMetadata` (how a server-to-client request names the request it belongs to);
+- the Streamable HTTP machinery: `StreamableHTTPSessionManager`, `TransportSecuritySettings`,
+  and `SessionMessage` (what the stdio streams carry);
+- the auth plumbing the gate reuses: `AuthContextMiddleware`, `BearerAuthBackend`,
+  `AuthenticatedUser`, `get_access_token`, `principal_components` and
+  `create_protected_resource_routes`;
+- header parsing: `NAME_BEARING_METHODS`, `decode_header_value`.
 
 An SDK upgrade that changes one of these facts fails a test: `tests/server/test_sdk_pins.py`
 pins those it can check on their own (the header sentinel, the `x-mcp-header` check,
@@ -47,23 +66,47 @@ import logging
 from typing import Any
 
 import anyio
-from mcp.server.context import ServerRequestContext
+from mcp.server.auth.middleware.auth_context import AuthContextMiddleware, get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser, BearerAuthBackend
+from mcp.server.auth.provider import principal_components
+from mcp.server.auth.routes import create_protected_resource_routes
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import (
     MCP_NAME_HEADER,
+    NAME_BEARING_METHODS,
     X_MCP_HEADER_KEY,
     decode_header_value,
     find_invalid_x_mcp_header,
 )
+from mcp.shared.message import ServerMessageMetadata, SessionMessage
 
 __all__ = [
+    "NAME_BEARING_METHODS",
     "SDK_RACE_LOGGER",
-    "add_middleware",
     "SDK_RACE_MESSAGE",
     "X_MCP_HEADER_KEY",
+    "AuthContextMiddleware",
+    "AuthenticatedUser",
+    "BearerAuthBackend",
+    "CallNext",
+    "Server",
+    "ServerMessageMetadata",
+    "ServerRequestContext",
+    "SessionMessage",
+    "StreamableHTTPSessionManager",
+    "TransportSecuritySettings",
+    "add_middleware",
+    "allowed_log_levels",
+    "create_protected_resource_routes",
+    "decode_header_value",
+    "get_access_token",
     "invalid_header_annotation",
     "mcp_name_header",
+    "principal_components",
     "quiet_known_sdk_races",
 ]
 

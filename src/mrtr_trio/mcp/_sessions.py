@@ -13,8 +13,21 @@ from the HTTP request, so two things would otherwise hang until `round_timeout`:
   decides which waiting requests that fails, and this layer feeds the session an error response
   for each, which the host reports as `-32602` naming the request.
 
-Both are said to the session the way a client would say them, as a POST on its session id, so
-nothing here reaches into the SDK. Only legacy POSTs (and DELETEs) that carry `Mcp-Session-Id`
+Both are said to the session the way a client would say them, as a POST on its session id: no
+SDK module is imported here. What this layer relies on is the behaviour of the SDK's Streamable
+HTTP transport (mcp 2.3), which the tests of `tests/server/` pin end to end:
+
+- a legacy `tools/call` runs in the session's task group, not the POST's, and its SSE response
+  carries the server-to-client requests as `data:` lines and ends with the call's JSON-RPC
+  response (that is how `_saw` tells asked from answered);
+- a POST of `notifications/cancelled` on the session id cancels that request, and a POST of an
+  error response with a waiting request's id fails that request (the host turns it into
+  `-32602`), both by the same path as a client's;
+- answers the SDK cannot match or read are dropped without a word (hence the watch), and a
+  session ended under a POST already answered raises `anyio.ClosedResourceError` or sends after
+  the response ended (the race described in [mrtr_trio.mcp._sdk][], swallowed here).
+
+Only legacy POSTs (and DELETEs) that carry `Mcp-Session-Id`
 are watched, JSON-response sessions' included (they have no back channel, so nothing is asked on
 them, but a dropped POST is still cancelled); modern and stateless requests, GETs and the
 lifespan pass straight through. A session's watch lives from its first server-to-client request

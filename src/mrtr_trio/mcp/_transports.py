@@ -19,18 +19,22 @@ import mcp_types as types
 import trio
 from hypercorn.config import Config
 from hypercorn.utils import repr_socket_addr
-from mcp.server.lowlevel import Server
-from mcp.server.stdio import stdio_server
-from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.message import SessionMessage
+from mcp import stdio_server
 from starlette.types import ASGIApp, Scope
 
 from . import _hypercorn
 from ._budget import MAX_BUFFERED_BYTES, BodyBudget
 from ._disconnect import DisconnectWatch
 from ._endpoint import Endpoint
-from ._sdk import close_session, quiet_known_sdk_races, session_is_open
+from ._sdk import (
+    Server,
+    SessionMessage,
+    StreamableHTTPSessionManager,
+    TransportSecuritySettings,
+    close_session,
+    quiet_known_sdk_races,
+    session_is_open,
+)
 from ._sessions import SessionGuard
 from ._slots import FIRST_USE_TIMEOUT, MAX_SESSIONS_PER_CLIENT, SessionSlots, client_key
 from ._wirewatch import AnswerWatch

@@ -15,7 +15,7 @@ from typing import Any
 
 import mcp_types as types
 import pydantic
-from mcp.shared.exceptions import MCPError
+from mcp import MCPError
 
 from .._errors import InvalidInputResponse, InvalidRequestState, MissingCapability, MrtrError
 from .._modern import InputRequired

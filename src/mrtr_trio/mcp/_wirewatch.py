@@ -23,7 +23,7 @@ from typing import Any
 import mcp_types as types
 import pydantic
 import pydantic_core
-from mcp.shared.exceptions import MCPError
+from mcp import MCPError
 
 from .._errors import INVALID_PARAMS
 
