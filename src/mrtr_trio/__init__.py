@@ -37,7 +37,6 @@ from ._flow import (
     CallAgain,
     Handler,
     MintedState,
-    NeedsInput,
     done,
     input_required,
     pause,
@@ -46,7 +45,8 @@ from ._flow import (
 )
 from ._keys import EphemeralKeyWarning
 from ._live import AskFunction
-from ._modern import Complete, InputRequired
+from ._modern import InputRequired
+from ._replay import Complete
 from ._runtime import Runtime, StateInfo
 from ._steps import Claim, MemoryStepStore, StepStore, step_key
 from ._util import fixup_module_metadata
@@ -93,7 +93,6 @@ __all__ = [
     "MintedState",
     "MissingCapability",
     "MrtrError",
-    "NeedsInput",
     "NondeterminismError",
     "PollTimeout",
     "Request",

@@ -45,7 +45,6 @@ __all__ = [
     "Handler",
     "MintedState",
     "Need",
-    "NeedsInput",
     "PAUSE",
     "Pause",
     "Poll",
@@ -162,10 +161,6 @@ class CallAgain:
 
     input_requests: Mapping[str, Request]
     request_state: MintedState | None
-
-
-#: The former name of [CallAgain][mrtr_trio.CallAgain].
-NeedsInput = CallAgain
 
 
 def input_required(

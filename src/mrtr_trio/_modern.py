@@ -31,7 +31,7 @@ from ._values import Request
 if TYPE_CHECKING:
     from ._runtime import Runtime
 
-__all__ = ["Complete", "InputRequired", "advance"]
+__all__ = ["InputRequired", "advance"]
 
 
 @attrs.frozen

@@ -15,8 +15,8 @@ from ._flow import Handler, is_generator_handler
 from ._journal import Pending, PendingPoll, qualified_name
 from ._keys import default_keys
 from ._live import AskFunction, run_live
-from ._modern import Complete, InputRequired, advance
-from ._replay import Rules
+from ._modern import InputRequired, advance
+from ._replay import Complete, Rules
 from ._steps import StepStore
 from ._token import Keyring, StateCodec, binding_digest, check_keys
 from ._util import check_count, check_seconds

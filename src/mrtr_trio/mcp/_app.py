@@ -14,7 +14,7 @@ import trio
 from mcp import MCPError
 from starlette.types import ASGIApp, Scope
 
-from .._modern import Complete
+from .._replay import Complete
 from .._runtime import Runtime
 from ..auth import Auth
 from ._gate import AuthGate

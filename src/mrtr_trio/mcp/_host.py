@@ -26,7 +26,8 @@ from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .._errors import InvalidInputResponse, InvalidRequestState
-from .._modern import Complete, InputRequired
+from .._modern import InputRequired
+from .._replay import Complete
 from .._runtime import Runtime
 from .._util import IdentityMemo
 from .._values import Request

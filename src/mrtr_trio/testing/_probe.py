@@ -19,7 +19,7 @@ import attrs
 from .._context import Context
 from .._flow import Done, Pause, Poll, Step, is_generator_handler
 from .._journal import qualified_name
-from .._modern import Complete
+from .._replay import Complete
 from .._runtime import Runtime
 from .._values import REQUEST_TYPES, Request
 

@@ -19,7 +19,8 @@ from typing import Any, TypeAlias
 import attrs
 
 from .._errors import InvalidRequestState, NondeterminismError, RoundLimitExceeded
-from .._modern import Complete, InputRequired
+from .._modern import InputRequired
+from .._replay import Complete
 from .._runtime import Runtime
 from .._values import CreateMessageResult, ElicitResult, ListRootsResult, Request
 from ._answers import restart_answer
