@@ -124,7 +124,7 @@ class _Held(weakref.ref):  # type: ignore[type-arg]
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:
     """Make every public class and function in *namespace* (a package's `globals()`, filtered
     by its `__all__`) report *module_name* as its module, as trio does: a traceback, a repr,
-    the docs and pickle then say `mrtr_trio.Complete`, not `mrtr_trio._modern.Complete`.
+    the docs and pickle then say `mrtr_trio.Complete`, not `mrtr_trio._replay.Complete`.
 
     Only objects defined inside the package are touched, and only once (the first public name
     an object is exported under wins).
