@@ -5,6 +5,7 @@ over stdio or Streamable HTTP (hypercorn's trio worker). Tools may become tasks 
 extension ([background][mrtr_trio.mcp.background], [TaskStore][mrtr_trio.mcp.TaskStore]).
 """
 
+from .._util import fixup_module_metadata
 from ._app import App
 from ._tasks import TASKS_EXTENSION, background
 from ._taskstore import MemoryTaskStore, TaskRecord, TaskStore, TaskStoreFull
@@ -18,3 +19,6 @@ __all__ = [
     "TaskStoreFull",
     "background",
 ]
+
+fixup_module_metadata(__name__, globals())
+del fixup_module_metadata

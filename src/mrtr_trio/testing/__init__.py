@@ -18,6 +18,7 @@
   `flows` and friends.
 """
 
+from .._util import fixup_module_metadata
 from ._answers import AnswerScript
 from ._bound import TEST_KEY, Runner
 from ._eras import assert_eras_agree
@@ -38,3 +39,6 @@ __all__ = [
     "run_live",
     "run_modern",
 ]
+
+fixup_module_metadata(__name__, globals())
+del fixup_module_metadata
