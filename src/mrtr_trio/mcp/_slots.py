@@ -27,13 +27,12 @@ from typing import Any
 
 import attrs
 import pydantic_core
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import principal_components
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._ratelimit import RateLimitedLog
 from ._budget import error_response
+from ._sdk import AuthenticatedUser, principal_components
 
 __all__ = [
     "FIRST_USE_TIMEOUT",
