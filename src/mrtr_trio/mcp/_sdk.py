@@ -15,8 +15,8 @@ for:
   `ServerMessageMetadata` (how a server-to-client request names the request it belongs to);
 - the Streamable HTTP machinery: `StreamableHTTPSessionManager`, `TransportSecuritySettings`,
   and `SessionMessage` (what the stdio streams carry);
-- the auth plumbing the gate and the session slots reuse: `AuthContextMiddleware`, `BearerAuthBackend`,
-  `AuthenticatedUser`, `get_access_token`, `principal_components` and
+- the auth plumbing the gate and the session slots reuse: `AuthContextMiddleware`,
+  `BearerAuthBackend`, `AuthenticatedUser`, `get_access_token`, `principal_components` and
   `create_protected_resource_routes`;
 - header parsing: `NAME_BEARING_METHODS`, `decode_header_value`.
 
