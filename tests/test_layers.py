@@ -223,11 +223,15 @@ def _sdk_internal(found: Import) -> list[tuple[str, str, str]]:
 
 
 def test_never_an_sdk_internal_import_outside_the_seam() -> None:
-    internal = {entry for found in ALL_IMPORTS for entry in _sdk_internal(found)}
+    where = {entry: found.line for found in ALL_IMPORTS for entry in _sdk_internal(found)}
+    internal = set(where)
     broken = sorted(internal - SDK_PENDING)
     assert not broken, (
         "SDK-internal imports outside mcp/_sdk.py (import them there and re-export):\n"
-        + "\n".join(f"{module} imports {name} from {target}" for module, target, name in broken)
+        + "\n".join(
+            f"{module}:{where[module, target, name]} imports {name} from {target}"
+            for module, target, name in broken
+        )
     )
     gone = sorted(SDK_PENDING - internal)
     assert not gone, f"no longer imported: take them off SDK_PENDING: {gone}"
