@@ -172,7 +172,7 @@ ADA = [ASKS[0].fingerprint, 0, {"v": 1}]
         ({"k": [ASKS[0].fingerprint]}, "elicitation answer"),
         ({"k": 5}, "TypeError"),
         ([step_fingerprint(lookup), 1, 2], "unpack"),
-        ([b"\x07\0\0\0", 1], "answer kind 7"),
+        ([b"\x07\0\0\0\0\0\0\0\0", 1], "answer kind 7"),
         (5, "journal entry 5"),
         ([], "IndexError"),
     ],

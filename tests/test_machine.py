@@ -34,6 +34,7 @@ from mrtr_trio._journal import (
     Cursor,
     Journal,
     Pending,
+    PendingOne,
     PendingPoll,
     StepResult,
 )
@@ -288,7 +289,7 @@ def test_a_journaled_request_of_its_own_takes_the_same_path() -> None:
     machine = modern()
     action = machine.next(ASK_NAME)
     assert action == Suspend({"input-0": ASK_NAME}) and type(action.requests) is OneRequest
-    assert machine.checkpoint().pending == Pending({"input-0": ASK_NAME.fingerprint})
+    assert machine.checkpoint().pending == PendingOne(ASK_NAME.fingerprint)
     assert machine.answered_one(ADA) == Feed(parse_answer(ASK_NAME, ADA))
     assert list(machine.so_far().journal) == [
         AnsweredOne("input-0", ASK_NAME.fingerprint, parse_answer(ASK_NAME, ADA))
@@ -346,7 +347,7 @@ def test_reask_divergence_drops_the_rest_of_the_journal_and_asks(
 ) -> None:
     cursor = Cursor(
         Journal((answered("input-0", ASK_NAME, ADA), PAUSED)),
-        Pending({"input-1": b"\0\1\2\3"}),
+        PendingOne(b"\0\1\2\3\4\5\6\7\7"),
         2,
     )
     machine = modern(cursor, {"input-1": OK})
@@ -433,7 +434,7 @@ def test_a_machine_only_moves_along_the_table() -> None:
     # Walk a flow that uses every kind of need; every _go() call looks its event up in the
     # table, so a move missing from it would raise here.
     cursor = Cursor(
-        Journal((answered("input-0", ASK_NAME, ADA),)), Pending({"input-1": ASK_YES.fingerprint}), 1
+        Journal((answered("input-0", ASK_NAME, ADA),)), PendingOne(ASK_YES.fingerprint), 1
     )
     machine = modern(cursor, {"input-1": {"action": "accept", "content": {"ok": "x"}}})
     machine.next(single("input-0", ASK_NAME))
@@ -480,7 +481,7 @@ def test_replayed_gives_a_matching_single_answer_and_moves_on_after_the_last() -
     assert machine.replayed(ASK_YES) == yes and machine.phase is LIVE
     assert machine.replayed(ASK_NAME) is UNMATCHED
     assert machine.next(ASK_NAME) == Suspend({"input-2": ASK_NAME})  # under the next key
-    pending = Cursor(journal, Pending({"input-2": ASK_NAME.fingerprint}), flow_id=b"flow-id!")
+    pending = Cursor(journal, PendingOne(ASK_NAME.fingerprint), flow_id=b"flow-id!")
     machine = modern(pending)
     assert machine.replayed(ASK_NAME) == name and machine.replayed(ASK_YES) == yes
     assert machine.phase is PENDING and machine.is_replaying

@@ -435,14 +435,14 @@ ADA = [NAME_FP, 0, {"name": "Ada"}]
     ("journal", "reason"),
     [
         ([[b"\0", 1]], "fingerprint"),
-        ([[b"\0\0\0\0", 7]], "action 7"),
+        ([[b"\0\0\0\0\0\0\0\0\0", 7]], "action 7"),
         ([[NAME_FP, 7, {"name": "Ada"}]], "action 7"),
         ([[NAME_FP, 0, "Ada"]], "content"),
         ([[NAME_FP]], "elicitation answer"),
         ([[NAME_FP, 0, {}, 1]], "elicitation answer"),
-        ([{"k": [b"\0\0\0\0"]}], "elicitation answer"),
-        ([[b"\x03\0\0\0", 1, 2]], "unpack"),
-        ([[b"\x07\0\0\0", 1]], "answer kind 7"),
+        ([{"k": [b"\0\0\0\0\0\0\0\0\0"]}], "elicitation answer"),
+        ([[b"\x03\0\0\0\0\0\0\0\0", 1, 2]], "unpack"),
+        ([[b"\x07\0\0\0\0\0\0\0\0", 1]], "answer kind 7"),
         ([5], "entry 5"),
         ([[]], "IndexError"),
         ([ADA, [NAME_FP, 0, 5]], "content"),  # the second entry: read at the second ask
@@ -465,7 +465,7 @@ async def test_entries_a_diverged_replay_never_reads_are_not_checked() -> None:
     # replay="reask": the flow asks something else than the first entry records, so the
     # journal is dropped from there, unread (the malformed second entry with it), and the
     # client is asked again.
-    token = sign(body(journal=[[b"\0\1\2\3", 0], 5]), {"user": "u"}, closing_asks)
+    token = sign(body(journal=[[b"\0\1\2\3\4\5\6\7\7", 0], 5]), {"user": "u"}, closing_asks)
     runtime = Runtime([KEY], clock=Clock(NOW))
     out = await runtime.advance(
         closing_asks, {"user": "u"}, input_responses=NAME_ANSWER, request_state=token

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import attrs
 
 from ._errors import MrtrError
-from ._journal import Pending, PendingPoll
+from ._journal import Pending, PendingOne, PendingPoll
 from ._util import Memo, check_seconds
 from ._values import REQUEST_TYPES, Answer, Request
 
@@ -86,15 +86,34 @@ class Step:
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
+    name: str | None = None
+    retry: bool = False
 
 
-def step(fn: Callable[..., Any], *args: Any) -> Step:
+def step(fn: Callable[..., Any], *args: Any, name: str | None = None, retry: bool = False) -> Step:
     """Run a side effect or non-deterministic call once: `fn(*args)` (sync or async) is called
     and its value sent back. On modern requests the value (CBOR-encodable) is recorded in the
-    journal, and replays return it without calling *fn*."""
+    journal, and replays return it without calling *fn*.
+
+    - *name*: the step's identity in the journal (default: derived from *fn*: its qualified
+      name, the wrapped function of a `functools.partial`, and the code location of a lambda
+      or a function defined inside another). A replay that meets another identity at this
+      point has diverged. Name lambdas and closures, so that editing the file around them
+      does not change their identity.
+    - *retry*: with a step store, an earlier attempt whose outcome is unknown (its process
+      died or was cancelled mid-step) may run again, with the same
+      [step_key][mrtr_trio.step_key] (pass it to the downstream service so it can deduplicate).
+      Without it such a step fails with [StepOutcomeUnknown][mrtr_trio.StepOutcomeUnknown].
+    """
     if not callable(fn):
         raise TypeError(f"step() needs a callable, got {fn!r}")
-    return Step(fn, args)
+    _check_name(name, "step")
+    return Step(fn, args, name, bool(retry))
+
+
+def _check_name(name: object, what: str) -> None:
+    if name is not None and (not isinstance(name, str) or not name):
+        raise TypeError(f"{what}(name=...) must be a non-empty str, got {name!r}")
 
 
 @attrs.frozen
@@ -106,10 +125,15 @@ class Poll:
     args: tuple[Any, ...]
     every: float
     timeout: float | None
+    name: str | None = None
 
 
 def poll(
-    fn: Callable[..., Any], *args: Any, every: float = 1.0, timeout: float | None = None
+    fn: Callable[..., Any],
+    *args: Any,
+    every: float = 1.0,
+    timeout: float | None = None,
+    name: str | None = None,
 ) -> Poll:
     """Wait for a condition outside the client: `fn(*args)` (sync or async) returns `None`
     while it is not met, and the value that ends the wait is sent back.
@@ -119,11 +143,17 @@ def poll(
     bounded by *timeout* (seconds, carried in the token), not by `max_rounds`. As a task, the
     task is `working` with `pollIntervalMs`. The ending value is journaled like a step's, so
     it is read once. Waiting past *timeout* raises [PollTimeout][mrtr_trio.PollTimeout].
+    *name* is the poll's identity in the journal, as for [step][mrtr_trio.step].
     """
     if not callable(fn):
         raise TypeError(f"poll() needs a callable, got {fn!r}")
+    _check_name(name, "poll")
     return Poll(
-        fn, args, check_seconds("every", every), check_seconds("timeout", timeout, optional=True)
+        fn,
+        args,
+        check_seconds("every", every),
+        check_seconds("timeout", timeout, optional=True),
+        name,
     )
 
 
@@ -255,7 +285,7 @@ def open_flow(
     handler: Handler,
     ctx: Context,
     arguments: Mapping[str, Any],
-    pending: Pending | PendingPoll | None = None,
+    pending: Pending | PendingOne | PendingPoll | None = None,
     payload: Any = None,
     *,
     name: str,
@@ -341,7 +371,7 @@ class ReturnFlow(Flow):
         handler: Callable[..., Awaitable[Any]],
         ctx: Context,
         arguments: Mapping[str, Any],
-        pending: Pending | PendingPoll | None,
+        pending: Pending | PendingOne | PendingPoll | None,
         payload: Any,
         name: str,
     ) -> None:

@@ -7,7 +7,8 @@ own, the common case), a `StepResult` the value of a `step` or `poll`. Each entr
 the short fingerprint of the request or step it answers, so a replay can tell that the handler
 now does something else. A `Journal` holds the entries in order (one read from a token makes
 each entry only when a replay reads it: `_token`'s `EncodedJournal`). The **pending** point
-is the yield the client is answering this round (`Pending`, or `PendingPoll` for a `poll`
+is the yield the client is answering this round (`Pending`, `PendingOne` for a request
+yielded on its own, or `PendingPoll` for a `poll`
 waiting on the outside world). A `Cursor` holds both, with the round count and the
 return-style payload: everything a retry needs to continue a flow in a fresh process.
 
@@ -20,6 +21,7 @@ decides what to do with one.
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,6 +44,7 @@ __all__ = [
     "Journal",
     "PAUSED",
     "Pending",
+    "PendingOne",
     "PendingPoll",
     "SINGLE_KEYS",
     "StepResult",
@@ -53,29 +56,68 @@ __all__ = [
     "recordable",
     "single_key",
     "step_fingerprint",
+    "step_identity",
     "strict_decoder",
     "strict_loads",
 ]
 
 
 def qualified_name(fn: Callable[..., Any]) -> str:
-    """The identity of a handler or step function: its `__qualname__` (not its module, so a
-    file run as a script and the same file imported agree); a `functools.partial` is named
-    after the function it wraps."""
+    """The identity of a handler: its `__qualname__` (not its module, so a file run as a
+    script and the same file imported agree); a `functools.partial` is named after the
+    function it wraps. (A step's identity says more: see `step_identity`.)"""
     target = getattr(fn, "func", fn)
     return getattr(target, "__qualname__", None) or type(fn).__qualname__
 
 
-_STEP_FINGERPRINTS: Memo[Callable[..., Any], bytes] = Memo()
+def step_identity(fn: Callable[..., Any], name: str | None = None) -> str:
+    """The identity of a `step` or `poll` in the journal: *name* when the handler gave one;
+    otherwise derived from *fn* so that distinct functions differ:
+
+    - its `__qualname__` (not its module, as for handlers);
+    - a `functools.partial` is `partial(...)` around the identity of the function it wraps, so
+      it differs from that function;
+    - a lambda, or a function defined inside another (`<locals>` in its qualname: a closure),
+      adds its code location within the file (`@line:column`), so two lambdas of one handler
+      differ. Editing the lines above it changes that location: name such steps explicitly
+      (`step(fn, name="charge")`) to keep flows in flight replayable across releases.
+
+    The step's position is not part of it: the journal is compared entry by entry, in order.
+    """
+    if name is not None:
+        return name
+    if isinstance(fn, functools.partial):
+        return f"partial({step_identity(fn.func)})"
+    qualname = getattr(fn, "__qualname__", None)
+    if qualname is None:  # a callable object: its class names it
+        return type(fn).__qualname__
+    if "<" in qualname:  # <lambda>, <locals>: tell them apart by where they are defined
+        code = getattr(fn, "__code__", None)
+        if code is not None:
+            return f"{qualname}@{_location(code)}"
+    return str(qualname)
 
 
-def step_fingerprint(fn: Callable[..., Any]) -> bytes:
-    """A short digest naming a `step` (or `poll`) function: its qualified name, not its
+def _location(code: Any) -> str:
+    """`line:column` of a code object's definition: its first line, and the first column on
+    it where an instruction starts (the body of a lambda)."""
+    first = code.co_firstlineno
+    columns = [col for line, _, col, _ in code.co_positions() if line == first and col]
+    return f"{first}:{min(columns, default=0)}"
+
+
+_STEP_FINGERPRINTS: Memo[Any, bytes] = Memo()
+
+
+def step_fingerprint(fn: Callable[..., Any], name: str | None = None) -> bytes:
+    """A short digest naming a `step` (or `poll`): its identity (`step_identity`), not its
     arguments, which may legitimately vary."""
-    known = _STEP_FINGERPRINTS.get(fn)
+    memo_key = fn if name is None else name
+    known = _STEP_FINGERPRINTS.get(memo_key)
     if known is not None:
         return known
-    return _STEP_FINGERPRINTS.put(fn, fingerprint_of("step", qualified_name(fn).encode()))
+    identity = step_identity(fn, name)
+    return _STEP_FINGERPRINTS.put(memo_key, fingerprint_of("step", identity.encode()))
 
 
 def describe_fingerprint(value: bytes) -> str:
@@ -141,6 +183,15 @@ class Pending:
     fingerprints: Mapping[str, bytes]
     answered: Mapping[str, Answer] = attrs.field(factory=dict)
     requests: Mapping[str, Request] | None = None
+
+
+@attrs.frozen
+class PendingOne:
+    """The request a yield-style flow yielded on its own, which the client is answering this
+    round: its fingerprint. Its key is implied: `input-N`, N the asks of one request in the
+    journal before it (see `single_key`), so a token need not carry it."""
+
+    fingerprint: bytes
 
 
 @attrs.frozen
@@ -242,7 +293,7 @@ class Cursor:
     """
 
     journal: Journal = EMPTY_JOURNAL
-    pending: Pending | PendingPoll | None = None
+    pending: Pending | PendingOne | PendingPoll | None = None
     rounds: int = 0
     payload: Any = None
     issued_at: int = 0

@@ -71,6 +71,7 @@ from ._journal import (
     Cursor,
     Entry,
     Pending,
+    PendingOne,
     PendingPoll,
     StepResult,
     describe_fingerprint,
@@ -80,6 +81,7 @@ from ._journal import (
     recordable,
     single_key,
     step_fingerprint,
+    step_identity,
 )
 from ._values import (
     REQUEST_TYPES,
@@ -416,7 +418,9 @@ class Replay:
             return self._unexpected("a step's value")
         self._running = None
         value = self._recordable(value, step.fn)
-        self._journal_entry(StepResult(step_fingerprint(step.fn), value), "step or poll ran")
+        self._journal_entry(
+            StepResult(step_fingerprint(step.fn, step.name), value), "step or poll ran"
+        )
         return Feed(value)
 
     def polled(self, value: Any, now: float) -> Feed | Suspend:
@@ -425,7 +429,7 @@ class Replay:
         poll = self._running
         if self.phase is not LIVE or not isinstance(poll, Poll):
             return self._unexpected("a poll's value")
-        fingerprint = step_fingerprint(poll.fn)
+        fingerprint = step_fingerprint(poll.fn, poll.name)
         if value is not None:
             self._running = self._polling = None
             value = self._recordable(value, poll.fn)
@@ -498,13 +502,13 @@ class Replay:
         """Where the flow stands while the client takes its turn, for a token."""
         if self.phase is not SUSPENDED:
             return self._unexpected("a checkpoint")
-        pending: Pending | PendingPoll
+        pending: Pending | PendingOne | PendingPoll
         if self._polling is not None:
             pending = self._polling
         else:
             ask = self._asking
             if type(ask) is OneRequest:  # (only yield-style flows, which replay, yield one)
-                pending = Pending({ask.key: ask.request.fingerprint})
+                pending = PendingOne(ask.request.fingerprint)
             else:
                 assert type(ask) is Ask
                 pending = Pending(
@@ -514,7 +518,7 @@ class Replay:
                 )
         return self.so_far(pending)
 
-    def so_far(self, pending: Pending | PendingPoll | None = None) -> Cursor:
+    def so_far(self, pending: Pending | PendingOne | PendingPoll | None = None) -> Cursor:
         """The journal up to the current need, with the flow's identity (what a step's
         idempotency key is derived from), and with *pending* what a checkpoint holds."""
         cursor = self._cursor
@@ -555,22 +559,24 @@ class Replay:
     def _at_pending(self, need: _Named) -> Action:
         pending = self._pending
         if isinstance(pending, PendingPoll):
-            if type(need) is Poll and step_fingerprint(need.fn) == pending.fingerprint:
+            if type(need) is Poll and step_fingerprint(need.fn, need.name) == pending.fingerprint:
                 self._go("need matches the pending poll")
                 self._running, self._polling = need, pending
                 return RunPoll(need)
             return self._diverge(f"poll ({describe_fingerprint(pending.fingerprint)})", need)
         assert pending is not None
         event = "need matches the pending ask, all answered"
-        if type(need) is OneRequest:
-            recorded = pending.fingerprints
-            if len(recorded) == 1 and recorded.get(need.key) == need.request.fingerprint:
+        if isinstance(pending, PendingOne):
+            # (Its key is implied: the journal is spent, so the next request yielded on its
+            # own is the one it recorded.)
+            if type(need) is OneRequest and need.request.fingerprint == pending.fingerprint:
                 responses, self._responses = self._responses or _NOTHING, None
                 return self._take_one(need, responses, event)
         elif type(need) is Ask and need.fingerprints == pending.fingerprints:
             responses, self._responses = self._responses or _NOTHING, None
             return self._take(need, pending.answered, responses, event)
-        return self._diverge(_describe_entry(pending), need)
+        singles = self._singles - (type(need) is OneRequest)
+        return self._diverge(_describe_entry(pending, singles), need)
 
     def _live(self, need: _Named) -> Action:
         kind = type(need)
@@ -765,14 +771,17 @@ def _recorded_value(entry: Entry, need: _Named) -> Any:
     elif (
         (kind is Step or kind is Poll)
         and type(entry) is StepResult
-        and entry.fingerprint == step_fingerprint(need.fn)  # type: ignore[union-attr]
+        and entry.fingerprint == step_fingerprint(need.fn, need.name)  # type: ignore[union-attr]
     ):
         return entry.value
     return _MISMATCH
 
 
-def _describe_entry(entry: Entry | Pending) -> str:
-    """A journal entry, or a pending ask, as the divergence message names it."""
+def _describe_entry(entry: Entry | Pending | PendingOne, singles: int = 0) -> str:
+    """A journal entry, or a pending ask, as the divergence message names it (*singles*: the
+    asks of one request before a pending one, which give its key)."""
+    if isinstance(entry, PendingOne):
+        return f"{single_key(singles)!r} ({describe_fingerprint(entry.fingerprint)})"
     if isinstance(entry, StepResult):
         return f"a step ({describe_fingerprint(entry.fingerprint)})"
     if isinstance(entry, AnsweredOne):
@@ -793,7 +802,7 @@ def _describe_need(need: _Named) -> tuple[str, Any]:
         wire = {key: request.to_wire() for key, request in requests.items()}
         return f"it asks {wire}", wire
     if isinstance(need, Step | Poll):
-        name = qualified_name(need.fn)
+        name = step_identity(need.fn, need.name)
         what = "step" if isinstance(need, Step) else "poll"
         return f"it runs {what} {name}", {what: name}
     return "it finished", None

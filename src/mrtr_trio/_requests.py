@@ -62,12 +62,15 @@ LEGACY_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 #
 # A request's fingerprint is one byte naming its kind, then a short digest of its canonical wire
 # form: enough for a replay to notice that the handler now asks something else, and to say what
-# kind of thing the journal recorded. Requests compute it once and keep it.
+# kind of thing the journal recorded. Requests compute it once and keep it. A 64-bit digest: a
+# replay compares each journal entry with what the code asks now, so over a 1000-entry journal
+# the odds that a changed request passes for the recorded one by accident are about
+# 1000 / 2**64 (5e-17).
 
 #: The first byte of a fingerprint, by request method (and `"step"`).
 KIND_CODES = {ELICIT: 0, SAMPLING: 1, ROOTS: 2, "step": 3}
 KIND_NAMES = {code: kind for kind, code in KIND_CODES.items()}
-FINGERPRINT_BYTES = 4
+FINGERPRINT_BYTES = 9
 _KDF_FINGERPRINT = "mrtr_trio 2026-11-30 request fingerprint"
 
 # Sorted keys: the same request fingerprints the same whatever order its dicts were built in.

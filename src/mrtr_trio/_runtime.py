@@ -12,7 +12,7 @@ import attrs
 from ._context import Host
 from ._drive import Turn
 from ._flow import Handler, is_generator_handler
-from ._journal import Pending, PendingPoll, qualified_name
+from ._journal import AnsweredOne, Pending, PendingOne, PendingPoll, qualified_name, single_key
 from ._keys import default_keys
 from ._live import AskFunction, run_live
 from ._modern import InputRequired, advance
@@ -270,7 +270,10 @@ class Runtime:
         keys: tuple[str, ...] = ()
         answered: tuple[str, ...] = ()
         requests = None
-        if isinstance(pending, Pending):
+        if isinstance(pending, PendingOne):
+            singles = sum(type(entry) is AnsweredOne for entry in entries)
+            keys = (single_key(singles),)
+        elif isinstance(pending, Pending):
             keys = tuple(k for k in pending.fingerprints if k not in pending.answered)
             answered = tuple(pending.answered)
             requests = pending.requests

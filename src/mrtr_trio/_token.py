@@ -44,6 +44,7 @@ from ._journal import (
     Entry,
     Journal,
     Pending,
+    PendingOne,
     PendingPoll,
     StepResult,
     single_key,
@@ -189,7 +190,9 @@ def _bind_fallback(encoder: cbor2.CBOREncoder, value: Any) -> None:
 #                                     the entries of this form before it); fp[0] names the kind
 #         | [fp, value]               a step or poll (fp[0] == 3)
 #         | {key: [fp, *answer]}      a batch;  {} a pause
-# pending = null | {key: [fp, answer|null]} | {key: [fp, answer|null, request]} (return style)
+# pending = null | fp                  a request yielded on its own (its key "input-N" implied:
+#                                     N counts the journal's asks of one request)
+#         | {key: [fp, answer|null]} | {key: [fp, answer|null, request]} (return style)
 #         | [fp, deadline|null] (poll)
 # answer  = action | action, content                      (elicitation; action: 0 accept,
 #                                                          1 decline, 2 cancel)
@@ -425,9 +428,11 @@ def _header_length(first: int) -> int:
 _HEADER_LENGTHS = {0x98: 2, 0x99: 3, 0x9A: 5, 0x9B: 9}
 
 
-def _pending_to_cbor(pending: Pending | PendingPoll | None) -> Any:
+def _pending_to_cbor(pending: Pending | PendingOne | PendingPoll | None) -> Any:
     if pending is None:
         return None
+    if isinstance(pending, PendingOne):
+        return pending.fingerprint
     if isinstance(pending, PendingPoll):
         return [pending.fingerprint, pending.deadline]
     entries: dict[str, list[Any]] = {}
@@ -440,9 +445,11 @@ def _pending_to_cbor(pending: Pending | PendingPoll | None) -> Any:
     return entries
 
 
-def _pending_from_cbor(data: Any) -> Pending | PendingPoll | None:
+def _pending_from_cbor(data: Any) -> Pending | PendingOne | PendingPoll | None:
     if data is None:
         return None
+    if type(data) is bytes:
+        return PendingOne(_fp(data))
     if type(data) is list:
         fp, deadline = data
         if deadline is not None and not _is_time(deadline):
