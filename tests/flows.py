@@ -206,12 +206,13 @@ class Ledger:
         return f"receipt {len(self.keys)} for {amount}"
 
 
-def payment(ledger: Ledger) -> Callable[..., Any]:
-    """A flow that asks for a confirmation, then charges once."""
+def payment(ledger: Ledger, retry: bool = False) -> Callable[..., Any]:
+    """A flow that asks for a confirmation, then charges once (*retry*: a charge whose
+    outcome is unknown may run again, under the same key)."""
 
     async def pay(ctx: Context, amount: int):
         yield elicit(f"Pay {amount}?", CONFIRM)
-        receipt = yield step(ledger.charge, amount)
+        receipt = yield step(ledger.charge, amount, retry=retry)
         yield done(receipt)
 
     return pay
@@ -221,10 +222,12 @@ class Payment:
     """A payment flow that has had its first round: its runtime, its ledger and the token a
     client holds, which [present][tests.flows.Payment.present] sends (again)."""
 
-    def __init__(self, runtime: Runtime, ledger: Ledger, amount: int = 5) -> None:
+    def __init__(
+        self, runtime: Runtime, ledger: Ledger, amount: int = 5, retry: bool = False
+    ) -> None:
         self.runtime = runtime
         self.ledger = ledger
-        self.flow = payment(ledger)
+        self.flow = payment(ledger, retry)
         self.amount = amount
         self.token = ""
 
@@ -247,6 +250,8 @@ class Payment:
         return out.value
 
 
-async def paying(runtime: Runtime, ledger: Ledger | None = None, amount: int = 5) -> Payment:
+async def paying(
+    runtime: Runtime, ledger: Ledger | None = None, amount: int = 5, *, retry: bool = False
+) -> Payment:
     """A payment flow on *runtime* after its first round."""
-    return await Payment(runtime, ledger or Ledger(), amount).start()
+    return await Payment(runtime, ledger or Ledger(), amount, retry).start()

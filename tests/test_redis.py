@@ -1,23 +1,17 @@
-"""RedisStepStore on a real redis-server (started by the tests, see services.py): the store
-contract it shares with MemoryStepStore, its URLs and clients, key prefixes, expiry in
-milliseconds, and failing closed when Redis is down."""
+"""RedisStepStore on a real redis-server (started by the tests, see services.py): its URLs and
+clients, key prefixes, expiry in milliseconds, and failing closed when Redis is down. (The
+contract it shares with MemoryStepStore is in test_step_stores.py.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 import trio
 
-from mrtr_trio import (
-    Claim,
-    MemoryStepStore,
-    Runtime,
-    StepStore,
-    StepStoreUnavailable,
-)
+from mrtr_trio import Claim, Runtime, StepStoreUnavailable
+from mrtr_trio._steps import STEP_GRACE
 from mrtr_trio.redis import RedisStepStore
 
 from .flows import paying
@@ -26,79 +20,21 @@ from .services import RedisServer, free_port, need, redis_server
 KEY = b"r" * 32
 
 
-@pytest.fixture(params=["memory", "redis"])
-def store(request: pytest.FixtureRequest) -> Iterator[StepStore]:
-    """Each store the runtime ships, fresh."""
-    if request.param == "memory":
-        yield MemoryStepStore()
-        return
-    server: RedisServer = request.getfixturevalue("redis_db")
-    made = RedisStepStore(server.unix_url)
-    yield made
-    made.close()
-
-
-# ------------------------------------------------------------------------ the store contract
-
-
-async def test_claim_is_won_once_then_busy_then_done(store: StepStore) -> None:
-    assert isinstance(store, StepStore)
-    assert await store.read("k") is None
-    assert await store.claim("k", 60) == Claim("won")
-    assert await store.claim("k", 60) == Claim("busy")
-    assert await store.read("k") == Claim("busy")
-    await store.record("k", b"\x00result\xff", 60)
-    assert await store.claim("k", 60) == Claim("done", b"\x00result\xff")
-    assert await store.read("k") == Claim("done", b"\x00result\xff")
-    assert await store.read("other") is None
-
-
-async def test_release_drops_a_claim_but_never_a_result(store: StepStore) -> None:
-    await store.claim("claimed", 60)
-    await store.release("claimed")
-    assert await store.read("claimed") is None
-    assert await store.claim("claimed", 60) == Claim("won")
-    await store.claim("recorded", 60)
-    await store.record("recorded", b"v", 60)
-    await store.release("recorded")
-    assert await store.read("recorded") == Claim("done", b"v")
-    await store.release("nothing")  # releasing nothing is fine
-    assert await store.read("nothing") is None
-
-
-async def test_concurrent_claims_have_one_winner(store: StepStore) -> None:
-    claims: list[Claim] = []
-
-    async def claim() -> None:
-        claims.append(await store.claim("contended", 60))
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(20):
-            nursery.start_soon(claim)
-    assert sorted(c.status for c in claims) == ["busy"] * 19 + ["won"]
-
-
-async def test_an_empty_result_is_a_result(store: StepStore) -> None:
-    await store.claim("k", 60)
-    await store.record("k", b"", 60)
-    assert await store.read("k") == Claim("done", b"")
-
-
 # --------------------------------------------------------------------------- Redis specifics
 
 
 async def test_expiry_is_in_milliseconds(redis_db: RedisServer) -> None:
     store = RedisStepStore(redis_db.unix_url)
     with redis_db.client() as client:
-        await store.claim("claimed", 0.25)
+        await store.claim("claimed", "a", lease=0.25, ttl=0.25)
         assert 0 < client.pttl("claimed") <= 250
-        await store.claim("recorded", 60)
-        await store.record("recorded", b"v", 1.5)
+        await store.claim("recorded", "a", lease=60, ttl=60)
+        await store.record("recorded", "a", b"v", 1.5)
         assert 1000 < client.pttl("recorded") <= 1500
-        await store.claim("tiny", 0.0001)  # rounded up to a millisecond, never "no expiry"
+        await store.claim("tiny", "a", lease=1, ttl=0.0001)  # rounded up, never "no expiry"
         await trio.sleep(0.3)
     assert await store.read("claimed") is None
-    assert await store.claim("claimed", 60) == Claim("won")  # a stale claim does not block
+    assert await store.claim("claimed", "b", lease=60, ttl=60) == Claim("won")
     assert await store.read("tiny") is None
     assert await store.read("recorded") == Claim("done", b"v")
     store.close()
@@ -112,8 +48,8 @@ async def test_one_store_over_a_url_or_a_client(redis_db: RedisServer, how: str)
         "client": redis.Redis(host="127.0.0.1", port=redis_db.port),
     }[how]
     store = RedisStepStore(target)
-    assert await store.claim("k", 60) == Claim("won")
-    await store.record("k", b"v", 60)
+    assert await store.claim("k", "a", lease=60, ttl=60) == Claim("won")
+    assert await store.record("k", "a", b"v", 60)
     # Every process that connects to the same Redis sees the same store.
     assert await RedisStepStore(redis_db.unix_url).read("k") == Claim("done", b"v")
     store.close()
@@ -125,8 +61,8 @@ async def test_one_store_over_a_url_or_a_client(redis_db: RedisServer, how: str)
 async def test_a_prefix_namespaces_every_key(redis_db: RedisServer) -> None:
     billing = RedisStepStore(redis_db.unix_url, prefix="billing:")
     shipping = RedisStepStore(redis_db.unix_url, prefix="shipping:")
-    assert await billing.claim("mrtr_trio:step:abc", 60) == Claim("won")
-    assert await shipping.claim("mrtr_trio:step:abc", 60) == Claim("won")
+    assert await billing.claim("mrtr_trio:step:abc", "a", lease=9, ttl=60) == Claim("won")
+    assert await shipping.claim("mrtr_trio:step:abc", "a", lease=9, ttl=60) == Claim("won")
     with redis_db.client() as client:
         assert sorted(client.keys()) == [
             b"billing:mrtr_trio:step:abc",
@@ -169,7 +105,8 @@ async def test_a_runtime_on_redis_runs_a_replayed_step_once(redis_db: RedisServe
     assert len(pay.ledger.keys) == 1
     with redis_db.client() as client:
         (step_key,) = client.keys("mrtr_trio:step:*")
-        assert 0 < client.pttl(step_key) <= 600_000  # kept for the runtime's ttl
+        # Kept while the token it serves may be presented (its lifetime left, and a grace).
+        assert 0 < client.pttl(step_key) <= (600 + STEP_GRACE) * 1000
 
 
 async def test_redis_down_fails_the_step_closed() -> None:
@@ -180,7 +117,7 @@ async def test_redis_down_fails_the_step_closed() -> None:
         await pay.present()
     assert pay.ledger.keys == []
     with pytest.raises(redis.ConnectionError):  # the store itself lets Redis's error through
-        await store.claim("k", 1)
+        await store.claim("k", "a", lease=1, ttl=1)
 
 
 @pytest.fixture
@@ -196,7 +133,7 @@ async def test_redis_stopping_mid_flow_fails_the_step_closed(
     with redis_server(tmp_path) as server:
         store = RedisStepStore(server.tcp_url, timeout=2)
         pay = await paying(Runtime([KEY], step_store=store))
-        assert await store.claim("k", 60) == Claim("won")  # connected
+        assert await store.claim("k", "a", lease=9, ttl=60) == Claim("won")  # connected
     # The server is stopped now (SIGTERM), with the store's connection open.
     with pytest.raises(StepStoreUnavailable):
         await pay.present()

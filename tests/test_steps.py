@@ -7,6 +7,7 @@ The same rules across processes, on a real Redis, are in tests/server/test_exact
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from mrtr_trio import (
     MrtrError,
     Runtime,
     StepInProgress,
-    StepStore,
+    StepOutcomeUnknown,
     StepStoreUnavailable,
     done,
     elicit,
@@ -164,60 +165,19 @@ class FakeClock:
         return self.now
 
 
-async def test_memory_store_claims_records_reads_and_releases() -> None:
-    store = MemoryStepStore()
-    assert isinstance(store, StepStore)
-    assert await store.read("k") is None
-    assert await store.claim("k", 60) == Claim("won")
-    assert await store.claim("k", 60) == Claim("busy")
-    assert await store.read("k") == Claim("busy")
-    await store.release("k")
-    assert await store.read("k") is None
-    assert await store.claim("k", 60) == Claim("won")
-    await store.record("k", b"\x01", 60)
-    assert await store.claim("k", 60) == Claim("done", b"\x01")
-    assert await store.read("k") == Claim("done", b"\x01")
-
-
-async def test_memory_store_release_leaves_a_recorded_result() -> None:
-    # A presentation whose claim expired mid-step and whose step then failed releases the
-    # key; by then another one may have recorded the result, which must stay.
-    store = MemoryStepStore()
-    await store.claim("k", 60)
-    await store.record("k", b"\x01", 60)
-    await store.release("k")
-    assert await store.read("k") == Claim("done", b"\x01")
-
-
-async def test_memory_store_entries_expire_on_its_clock() -> None:
-    clock = FakeClock()
-    store = MemoryStepStore(clock=clock)
-    await store.claim("claimed", 10)
-    await store.claim("recorded", 10)
-    await store.record("recorded", b"v", 20)
-    clock.now += 9.99
-    assert await store.read("claimed") == Claim("busy")
-    clock.now += 0.01
-    assert await store.read("claimed") is None
-    assert await store.claim("claimed", 10) == Claim("won")  # a stale claim does not block
-    assert await store.read("recorded") == Claim("done", b"v")
-    clock.now += 10
-    assert await store.read("recorded") is None
-
-
 async def test_a_full_memory_store_fails_closed_rather_than_forgetting() -> None:
     clock = FakeClock()
     store = MemoryStepStore(max_entries=2, clock=clock)
-    await store.claim("a", 10)
-    await store.claim("b", 20)
-    await store.record("b", b"kept", 20)
+    await store.claim("a", "o", lease=10, ttl=10)
+    await store.claim("b", "o", lease=10, ttl=20)
+    await store.record("b", "o", b"kept", 20)
     with pytest.raises(StepStoreUnavailable, match=r"full \(2 unexpired entries\)"):
-        await store.claim("c", 10)
+        await store.claim("c", "o", lease=10, ttl=10)
     # Nothing was forgotten to make room.
     assert await store.read("a") == Claim("busy")
     assert await store.read("b") == Claim("done", b"kept")
     clock.now += 10  # "a" expires: its room is reused
-    assert await store.claim("c", 10) == Claim("won")
+    assert await store.claim("c", "o", lease=10, ttl=10) == Claim("won")
     assert await store.read("b") == Claim("done", b"kept")
     assert len(store) == 2
 
@@ -294,25 +254,31 @@ async def test_a_presentation_that_waits_too_long_gets_step_in_progress(
 class BrokenStore(MemoryStepStore):
     """A store whose server is down: every call raises, as a client library would."""
 
-    def __init__(self, *broken: str) -> None:
-        super().__init__()
-        self.broken = set(broken) or {"claim", "record", "read", "release"}
+    def __init__(self, *broken: str, clock: Any = time.monotonic) -> None:
+        super().__init__(clock=clock)
+        self.broken = set(broken) or {"claim", "record", "read", "release", "renew"}
 
     def _fail(self, method: str) -> None:
         if method in self.broken:
             raise ConnectionError("Connection refused (store down)")
 
-    async def claim(self, key: str, ttl: float) -> Claim:
+    async def claim(
+        self, key: str, owner: str, *, lease: float, ttl: float, take: bool = False
+    ) -> Claim:
         self._fail("claim")
-        return await super().claim(key, ttl)
+        return await super().claim(key, owner, lease=lease, ttl=ttl, take=take)
 
-    async def record(self, key: str, value: bytes, ttl: float) -> None:
+    async def record(self, key: str, owner: str, value: bytes, ttl: float) -> bool:
         self._fail("record")
-        await super().record(key, value, ttl)
+        return await super().record(key, owner, value, ttl)
 
     async def read(self, key: str) -> Claim | None:
         self._fail("read")
         return await super().read(key)
+
+    async def renew(self, key: str, owner: str, lease: float) -> bool:
+        self._fail("renew")
+        return await super().renew(key, owner, lease)
 
 
 async def test_a_store_that_cannot_be_reached_fails_the_step_closed() -> None:
@@ -325,15 +291,15 @@ async def test_a_store_that_cannot_be_reached_fails_the_step_closed() -> None:
     assert "never runs unrecorded" in message
 
 
-async def test_a_result_that_cannot_be_recorded_is_not_run_again(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    # The step ran but its result could not be recorded: the round fails, and a retry must
-    # not run it again while its claim stands (it says the step is in progress instead).
+async def test_a_result_that_cannot_be_recorded_is_not_run_again() -> None:
+    # The step ran but its result could not be recorded: the round fails saying so (not "did
+    # not run"), and a retry does not run it again: its outcome is unknown to it.
     pay = await paying(Runtime([KEY], step_store=BrokenStore("record")))
-    with pytest.raises(StepStoreUnavailable, match="store failed"):
+    with pytest.raises(StepStoreUnavailable) as caught:
         await pay.present()
-    with pytest.raises(StepInProgress):
+    assert "ran, but its result could not be recorded" in str(caught.value)
+    assert "did not run" not in str(caught.value)
+    with pytest.raises(StepOutcomeUnknown, match="not run again"):
         await pay.present()
     assert len(pay.ledger.keys) == 1
 
@@ -348,13 +314,30 @@ async def test_a_failing_step_releases_its_claim_so_a_retry_runs_it() -> None:
     assert len(ledger.keys) == 2 and ledger.keys[0] == ledger.keys[1]
 
 
-async def test_a_cancelled_step_releases_its_claim(autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_step_cancelled_mid_step_is_never_silently_run_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Its effect may have happened: the claim is given up as unknown at once (no waiting for
+    # the lease), and the next attempt is told so instead of running it again.
     store = MemoryStepStore()
     pay = await paying(Runtime([KEY], step_store=store), Ledger(delay=5.0))
     with trio.move_on_after(1):
         await pay.present()
-    assert len(store) == 0  # the claim is gone: a retry need not wait for it to expire
+    with pytest.raises(StepOutcomeUnknown, match="may or may not have happened"):
+        await pay.present()
+    assert len(pay.ledger.keys) == 1
+
+
+async def test_a_cancelled_retry_step_runs_again_under_the_same_key(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ledger = Ledger(delay=5.0)
+    pay = await paying(Runtime([KEY], step_store=MemoryStepStore()), ledger, retry=True)
+    with trio.move_on_after(1):
+        await pay.present()
     assert await pay.present() == "receipt 2 for 5"
+    assert await pay.present() == "receipt 2 for 5"  # recorded now: not a third run
+    assert len(ledger.keys) == 2 and ledger.keys[0] == ledger.keys[1]
 
 
 async def test_an_unrecordable_step_value_is_the_same_error_with_a_store(
@@ -380,8 +363,8 @@ async def test_an_unrecordable_step_value_is_the_same_error_with_a_store(
         with pytest.raises(MrtrError, match=r"cannot record the object from step .*make_handle"):
             await runtime.advance(bad_step, {}, input_responses=YES, request_state=token)
         if store is not None:
-            # The step ran: its claim stands, so a retry does not run it again.
-            with pytest.raises(StepInProgress):
+            # The step ran: a retry does not run it again (its outcome is unknown to it).
+            with pytest.raises(StepOutcomeUnknown):
                 await runtime.advance(bad_step, {}, input_responses=YES, request_state=token)
         assert len(runs) == 1
 

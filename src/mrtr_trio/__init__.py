@@ -31,6 +31,7 @@ from ._errors import (
     RoundLimitExceeded,
     RoundTimeout,
     StepInProgress,
+    StepOutcomeUnknown,
     StepStoreUnavailable,
 )
 from ._flow import (
@@ -102,6 +103,7 @@ __all__ = [
     "Runtime",
     "StateInfo",
     "StepInProgress",
+    "StepOutcomeUnknown",
     "StepStore",
     "StepStoreUnavailable",
     "accepted_content",

@@ -24,6 +24,7 @@ __all__ = [
     "RoundLimitExceeded",
     "StateTooLarge",
     "StepInProgress",
+    "StepOutcomeUnknown",
     "StepStoreUnavailable",
     "RoundTimeout",
 ]
@@ -124,6 +125,13 @@ class StateTooLarge(MrtrError):
 class StepInProgress(MrtrError):
     """Another presentation of the same `requestState` is running this step; retrying the
     request later gets its result."""
+
+
+class StepOutcomeUnknown(MrtrError):
+    """A step's earlier attempt may have had its effect: its holder died or was cancelled
+    mid-step without recording a result, and the step was not declared `retry=True`. It is
+    not run again; check the effect downstream (under the step's
+    [step_key][mrtr_trio.step_key]) and start a new flow."""
 
 
 class NondeterminismError(MrtrError):

@@ -21,10 +21,10 @@ from ._context import Context, Host
 from ._drive import Turn, drive
 from ._errors import InvalidInputResponse
 from ._flow import Handler, Step, is_generator_handler, open_flow
-from ._journal import Cursor, qualified_name
+from ._journal import Cursor, qualified_name, step_identity
 from ._replay import Complete, Replay
 from ._schema import is_mapping
-from ._steps import StepStore, ask_store, call_step
+from ._steps import STEP_GRACE, StepPolicy, StepStore, ask_store, call_step
 from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
 from ._values import Request
 
@@ -85,7 +85,11 @@ async def advance(
         handler, ctx, arguments, cursor.pending, cursor.payload, name=name, replayable=replayable
     )
 
-    action = await drive(flow, machine, _Round(turn, machine, codec, binding, store, runtime.ttl))
+    policy = None
+    if store is not None:
+        expires = None if request_state is None else cursor.issued_at + cursor.lifetime
+        policy = StepPolicy(store, codec.clock, expires, runtime.ttl)
+    action = await drive(flow, machine, _Round(turn, machine, codec, binding, policy))
     if type(action) is Complete:
         return action
     # (A plain dict for the caller, whatever mapping the machine asked with.)
@@ -97,7 +101,7 @@ class _Round:
     the client (or none: the round ends where the client must take a turn), untimed, and what
     its steps need (their idempotency keys are derived from where *machine* stands)."""
 
-    __slots__ = ("_binding", "_codec", "_machine", "_store", "_ttl", "turn")
+    __slots__ = ("_binding", "_codec", "_machine", "_policy", "turn")
 
     ask: ClassVar[None] = None
     round_timeout: ClassVar[float] = math.inf
@@ -110,15 +114,13 @@ class _Round:
         machine: Replay,
         codec: StateCodec,
         binding: bytes,
-        store: StepStore | None,
-        ttl: float,
+        policy: StepPolicy | None,
     ) -> None:
         self.turn: Any = turn  # (None: see `waits`)
         self._machine = machine
         self._codec = codec
         self._binding = binding
-        self._store = store
-        self._ttl = ttl
+        self._policy = policy
 
     @property
     def waits(self) -> bool:
@@ -136,15 +138,19 @@ class _Round:
             so_far = machine.so_far()
             return codec.step_key(so_far, binding, len(so_far.journal))
 
-        return await call_step(step.fn, step.args, key, self._store, self._ttl)
+        if self._policy is None:
+            return await call_step(step.fn, step.args, key)
+        name = step_identity(step.fn, step.name)
+        return await call_step(step.fn, step.args, key, self._policy, name=name, retry=step.retry)
 
 
 async def _use_once(codec: StateCodec, store: StepStore | None, cursor: Cursor) -> None:
     """`single_use=True`: claim the token in the store, or refuse it as used."""
     assert store is not None  # the runtime requires a store for single_use
-    remaining = max(1.0, cursor.issued_at + cursor.lifetime - codec.clock())
+    # The mark outlives the token (which is checked to the second): never a second use.
+    keep = max(0.0, cursor.issued_at + cursor.lifetime - codec.clock()) + 1.0 + STEP_GRACE
     claim = await ask_store(
-        store.claim(f"mrtr_trio:token:{cursor.token_id.hex()}", remaining),
+        store.claim(f"mrtr_trio:token:{cursor.token_id.hex()}", "used", lease=keep, ttl=keep),
         "cannot check that this requestState is used once",
     )
     if claim.status != "won":

@@ -26,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
@@ -34,13 +36,22 @@ import attrs
 import cbor2
 import trio
 
-from ._errors import MrtrError, StepInProgress, StepStoreUnavailable
+from ._errors import (
+    InvalidRequestState,
+    MrtrError,
+    StepInProgress,
+    StepOutcomeUnknown,
+    StepStoreUnavailable,
+)
 from ._journal import qualified_name, recordable, strict_loads
-from ._util import check_count
+from ._util import check_count, check_seconds
+
+log = logging.getLogger("mrtr_trio")
 
 __all__ = [
     "Claim",
     "MemoryStepStore",
+    "StepPolicy",
     "StepStore",
     "ask_store",
     "call",
@@ -80,38 +91,62 @@ def step_key() -> str:
 
 @attrs.frozen
 class Claim:
-    """What a store says about a key when asked to claim it: `"won"` (the caller holds the
-    claim and runs the step), `"busy"` (another holder is running it) or `"done"` (its
-    result is recorded: `value`, as CBOR bytes)."""
+    """What a store says about a key when asked to claim or read it:
 
-    status: Literal["won", "busy", "done"]
+    - `"won"`: the caller now holds the claim (under its owner id) and runs the step;
+    - `"busy"`: another holder runs it, and its lease is alive (it renews it while it runs);
+    - `"done"`: its result is recorded: `value`, as CBOR bytes;
+    - `"unknown"`: a holder claimed it and its lease lapsed (or it gave it up) without a
+      result: its process died or it was cancelled mid-step, so the step's side effect may or
+      may not have happened.
+    """
+
+    status: Literal["won", "busy", "done", "unknown"]
     value: bytes | None = None
 
 
 WON = Claim("won")
 BUSY = Claim("busy")
+UNKNOWN = Claim("unknown")
 
 
 @runtime_checkable
 class StepStore(Protocol):
     """Where step results and token uses are remembered, shared by every process that serves a
-    flow. Each method is atomic; *ttl* is in seconds. A store that cannot answer raises any
+    flow. Each method is atomic; times are in seconds. A store that cannot answer raises any
     exception: the runtime then fails the step closed.
+
+    A claim is a **lease with an owner**: the holder's *owner* id (one per attempt) and a
+    short *lease* it renews while the step runs, inside the key's own expiry (*ttl*, which
+    the runtime sets from the token the step serves). Only the owner may record, renew or
+    release it. A store may have a `lease` attribute (seconds): the lease the runtime asks for.
     """
 
-    async def claim(self, key: str, ttl: float) -> Claim:
-        """Claim *key* for *ttl* seconds if nobody holds it: [Claim][mrtr_trio.Claim] `won`;
-        otherwise `busy` while it is claimed, or `done` with the recorded value."""
+    async def claim(
+        self, key: str, owner: str, *, lease: float, ttl: float, take: bool = False
+    ) -> Claim:
+        """Claim *key* for *owner*: `won` when nobody holds it (it expires after *ttl*, its
+        lease after *lease*); `busy` while another holder's lease runs; `done` with the
+        recorded value; `unknown` when a holder's lease lapsed without a result, unless
+        *take*, which takes such a claim over (`won`)."""
 
-    async def record(self, key: str, value: bytes, ttl: float) -> None:
-        """Record the result *value* under a claimed *key*, kept *ttl* seconds."""
+    async def renew(self, key: str, owner: str, lease: float) -> bool:
+        """Extend *owner*'s lease on *key* to *lease* seconds from now (the key lives at least
+        that long); `lease=0` gives it up at once, leaving the outcome `unknown`. False when
+        *owner* no longer holds the claim."""
+
+    async def record(self, key: str, owner: str, value: bytes, ttl: float) -> bool:
+        """Record the result *value* under *key*, kept *ttl* seconds, if *owner* holds its
+        claim, or the key has expired (a step that outlasted its claim: nobody else can claim
+        it any more); False (nothing written) when another holds it or it is recorded: the
+        late writer lost."""
 
     async def read(self, key: str) -> Claim | None:
-        """What is under *key*: `busy`, `done` with the value, or `None` (nothing)."""
+        """What is under *key*: `busy`, `unknown`, `done` with the value, or `None`."""
 
-    async def release(self, key: str) -> None:
-        """Drop a claim whose step failed, so that a retry may run it; a recorded result
-        under *key* stays."""
+    async def release(self, key: str, owner: str) -> bool:
+        """Drop *owner*'s claim on *key* (its step failed and did not happen, so a retry may
+        run it); a recorded result or another's claim stays. False when *owner* held none."""
 
 
 class MemoryStepStore:
@@ -120,16 +155,21 @@ class MemoryStepStore:
     It serves one process; behind a load balancer use a shared store such as
     [RedisStepStore][mrtr_trio.redis.RedisStepStore]. When *max_entries* unexpired entries are
     held, a new claim fails closed ([StepStoreUnavailable][mrtr_trio.StepStoreUnavailable])
-    rather than forgetting a result early, which would let a step run twice.
+    rather than forgetting a result early, which would let a step run twice. *lease*: the
+    seconds a step's claim stays `busy` without a renewal; *clock*: monotonic seconds.
     """
 
     def __init__(
-        self, max_entries: int = 100_000, *, clock: Callable[[], float] = time.monotonic
+        self,
+        max_entries: int = 100_000,
+        *,
+        lease: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_entries = check_count("max_entries", max_entries)
+        self.lease = check_seconds("lease", lease)
         self._clock = clock
-        # key -> (expires at, value): value None while claimed.
-        self._entries: dict[str, tuple[float, bytes | None]] = {}
+        self._entries: dict[str, _Entry] = {}
 
     def __repr__(self) -> str:
         return f"MemoryStepStore({len(self._entries)}/{self.max_entries} entries)"
@@ -137,11 +177,17 @@ class MemoryStepStore:
     def __len__(self) -> int:
         return len(self._entries)
 
-    async def claim(self, key: str, ttl: float) -> Claim:
+    async def claim(
+        self, key: str, owner: str, *, lease: float, ttl: float, take: bool = False
+    ) -> Claim:
         now = self._clock()
-        held = self._live(key, now)
-        if held is not None:
-            return held
+        entry = self._live(key, now)
+        if entry is not None:
+            held = entry.claim(now)
+            if held is not UNKNOWN or not take:
+                return held
+            self._entries[key] = _Entry(max(entry.expires, now + ttl), None, owner, now + lease)
+            return WON
         if len(self._entries) >= self.max_entries:
             self._expire(now)
             if len(self._entries) >= self.max_entries:
@@ -149,77 +195,227 @@ class MemoryStepStore:
                     f"MemoryStepStore is full ({self.max_entries} unexpired entries); raise "
                     "max_entries or lower the runtime's ttl"
                 )
-        self._entries[key] = (now + ttl, None)
+        self._entries[key] = _Entry(now + ttl, None, owner, now + lease)
         return WON
 
-    async def record(self, key: str, value: bytes, ttl: float) -> None:
-        self._entries[key] = (self._clock() + ttl, value)
+    async def renew(self, key: str, owner: str, lease: float) -> bool:
+        now = self._clock()
+        entry = self._live(key, now)
+        if entry is None or entry.value is not None or entry.owner != owner:
+            return False
+        self._entries[key] = attrs.evolve(
+            entry, expires=max(entry.expires, now + lease), lease_until=now + lease
+        )
+        return True
+
+    async def record(self, key: str, owner: str, value: bytes, ttl: float) -> bool:
+        now = self._clock()
+        entry = self._live(key, now)
+        if entry is not None and (entry.value is not None or entry.owner != owner):
+            return False
+        self._entries[key] = _Entry(now + ttl, value, owner, now)
+        return True
 
     async def read(self, key: str) -> Claim | None:
-        return self._live(key, self._clock())
+        now = self._clock()
+        entry = self._live(key, now)
+        return None if entry is None else entry.claim(now)
 
-    async def release(self, key: str) -> None:
-        # Only a claim: a result recorded meanwhile (by a presentation that claimed the key
-        # after this one's claim expired) must stay, or the step would run again.
-        if self._live(key, self._clock()) == BUSY:
-            del self._entries[key]
+    async def release(self, key: str, owner: str) -> bool:
+        entry = self._live(key, self._clock())
+        if entry is None or entry.value is not None or entry.owner != owner:
+            return False
+        del self._entries[key]
+        return True
 
-    def _live(self, key: str, now: float) -> Claim | None:
+    def _live(self, key: str, now: float) -> _Entry | None:
         entry = self._entries.get(key)
-        if entry is None:
-            return None
-        expires, value = entry
-        if now >= expires:
+        if entry is not None and now >= entry.expires:
             del self._entries[key]
             return None
-        return BUSY if value is None else Claim("done", value)
+        return entry
 
     def _expire(self, now: float) -> None:
-        for key in [k for k, (expires, _) in self._entries.items() if now >= expires]:
+        for key in [k for k, entry in self._entries.items() if now >= entry.expires]:
             del self._entries[key]
+
+
+@attrs.frozen
+class _Entry:
+    """A key of a `MemoryStepStore`: when it expires, its result (`None` while claimed), its
+    claim's owner and when that owner's lease lapses."""
+
+    expires: float
+    value: bytes | None
+    owner: str
+    lease_until: float
+
+    def claim(self, now: float) -> Claim:
+        if self.value is not None:
+            return Claim("done", self.value)
+        return BUSY if now < self.lease_until else UNKNOWN
 
 
 # ------------------------------------------------------------------------- running steps
 
 #: How long a presentation waits for another one's step result before giving up.
 STEP_WAIT = 10.0
+#: The lease a step's claim asks for when its store names none (seconds).
+STEP_LEASE = 10.0
+#: How long a claim or a result outlives the token it serves: a round that opened the token
+#: just before it expired may still reach the step (a store call later).
+STEP_GRACE = 30.0
+#: The longest any one call to a step store may take (seconds) before the step fails closed.
+STORE_TIMEOUT = 10.0
+
+
+@attrs.frozen
+class StepPolicy:
+    """How a modern round runs its steps against a store: the *store*, the wall *clock* and
+    when the token the round replays expires (*expires*, seconds since the epoch; `None` for a
+    first call, whose steps serve the token minted at its end, good for *ttl*)."""
+
+    store: StepStore
+    clock: Callable[[], float]
+    expires: float | None
+    ttl: float
+
+    def keep_for(self) -> float:
+        """Seconds a claim or result must live: as long as the token may still be presented,
+        plus `STEP_GRACE`."""
+        now = self.clock()
+        remaining = self.ttl if self.expires is None else self.expires - now
+        return max(remaining, 0.0) + STEP_GRACE
+
+    def check_unexpired(self, name: str) -> None:
+        """Refuse to start a step for a token that expired during the round (before it)."""
+        if self.expires is not None and self.clock() >= self.expires:
+            raise InvalidRequestState(
+                f"expired during the round, before step {name} ran (it did not run)"
+            )
 
 
 async def call_step(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
     key: Callable[[], str],
-    store: StepStore | None = None,
-    ttl: float = 0.0,
+    policy: StepPolicy | None = None,
+    *,
+    name: str | None = None,
+    retry: bool = False,
 ) -> Any:
     """Run the step `fn(*args)` once, with [step_key][mrtr_trio.step_key] giving *key()*.
 
-    With a *store*: claim the key first; if its result is recorded, return it without calling
-    *fn*; if another presentation holds it, wait for its result (at most `STEP_WAIT`
-    seconds); if the store fails, fail closed. The result is recorded (for *ttl* seconds)
-    before it is returned, and a failed step releases its claim.
+    With a *policy* (a store): claim the key first, as a lease with an owner renewed while
+    *fn* runs; if its result is recorded, return it without calling *fn*; if another attempt
+    holds a live lease, wait for its result (at most `STEP_WAIT` seconds); if an earlier
+    attempt's outcome is unknown, raise [StepOutcomeUnknown][mrtr_trio.StepOutcomeUnknown]
+    (*retry*: take its claim over and run *fn* again, under the same key); if the store
+    fails, fail closed. The result is recorded before it is returned. A step that raises
+    releases its claim; one cancelled mid-step gives it up as `unknown`.
     """
-    if store is None:
+    if policy is None:
         return await _call(fn, args, key)
-    name = qualified_name(fn)
+    store = policy.store
+    name = name or qualified_name(fn)
     store_key = f"mrtr_trio:step:{key()}"
-    claim = await ask_store(store.claim(store_key, ttl), *_unrecorded(name))
+    owner = secrets.token_hex(8)
+    lease = float(getattr(store, "lease", STEP_LEASE))
+    policy.check_unexpired(name)
+    claim = await ask_store(
+        store.claim(store_key, owner, lease=lease, ttl=policy.keep_for(), take=retry),
+        *_unrecorded(name),
+    )
     if claim.status == "busy":
-        claim = await _wait_for(store, store_key, name, ttl)
+        claim = await _wait_for(store, store_key, owner, name, lease, policy, retry)
     if claim.status == "done":
         return _decode(claim.value, name)
+    if claim.status == "unknown":
+        raise _outcome_unknown(name)
+    renewer = _Renewer(store, store_key, owner, lease)
+    # A system task, not a nursery: the step's own exceptions reach the handler unwrapped.
+    trio.lowlevel.spawn_system_task(renewer.run, name=f"mrtr_trio step lease {name}")
     try:
         value = await _call(fn, args, key)
-    except BaseException:
-        with trio.CancelScope(shield=True), contextlib.suppress(Exception):
-            # The claim expires anyway; releasing it lets a retry run the step sooner.
-            await store.release(store_key)
+    except Exception:
+        # The step raised: it says its effect did not happen, so a retry may run it.
+        renewer.stop()
+        with trio.CancelScope(shield=True):
+            await _quietly(store.release(store_key, owner))
         raise
-    # The step ran: a value that cannot be recorded fails the round as it would without a
-    # store, and keeps the claim, so that a retry does not run the step again.
-    value = recordable(value, f"step {name}")
-    await ask_store(store.record(store_key, cbor2.dumps(value), ttl), *_unrecorded(name))
+    except BaseException:
+        # Cancelled mid-step: the effect may have happened. Give the claim up as unknown now,
+        # rather than have retries wait for the lease to lapse.
+        renewer.stop()
+        with trio.CancelScope(shield=True):
+            await _quietly(store.renew(store_key, owner, 0.0))
+        raise
+    renewer.stop()
+    try:
+        # A value that cannot be recorded fails the round as it would without a store.
+        value = recordable(value, f"step {name}")
+    except MrtrError:
+        await _quietly(store.renew(store_key, owner, 0.0))
+        raise
+    try:
+        recorded = await ask_store(
+            store.record(store_key, owner, cbor2.dumps(value), policy.keep_for()),
+            f"step {name} ran, but its result could not be recorded",
+            "; a retry of this request reports its outcome as unknown (StepOutcomeUnknown), "
+            "or with step(..., retry=True) runs it again under the same step_key()",
+        )
+    except StepStoreUnavailable:
+        # Give the claim up as unknown now if the store hears it (else the lease lapses).
+        with trio.CancelScope(shield=True):
+            await _quietly(store.renew(store_key, owner, 0.0))
+        raise
+    if not recorded:
+        raise StepOutcomeUnknown(
+            f"step {name} ran, but another attempt took its claim over after its lease "
+            f"lapsed (the store did not hear from this one for {lease:g} s), so this result "
+            "was not recorded; retry the request to get the recorded outcome"
+        )
     return value
+
+
+class _Renewer:
+    """Renews a step's lease every third of it while the step runs (a store error or a stall
+    is retried at the next turn; the lease lapses if none gets through)."""
+
+    def __init__(self, store: StepStore, key: str, owner: str, lease: float) -> None:
+        self._store, self._key, self._owner, self._lease = store, key, owner, lease
+        self._scope = trio.CancelScope()
+
+    def stop(self) -> None:
+        self._scope.cancel()
+
+    async def run(self) -> None:
+        with self._scope:
+            while True:
+                await trio.sleep(self._lease / 3)
+                with trio.move_on_after(self._lease / 3):
+                    try:
+                        if not await self._store.renew(self._key, self._owner, self._lease):
+                            log.warning("step claim %s was taken over mid-step", self._key)
+                            return
+                    except Exception as error:
+                        log.warning("could not renew step claim %s: %r", self._key, error)
+
+
+async def _quietly(call: Awaitable[Any]) -> None:
+    """A store call whose failure changes nothing (a lease lapses by itself)."""
+    with trio.move_on_after(STORE_TIMEOUT), contextlib.suppress(Exception):
+        await call
+
+
+def _outcome_unknown(name: str) -> StepOutcomeUnknown:
+    return StepOutcomeUnknown(
+        f"step {name}: an earlier attempt started it and stopped without recording a result "
+        "(its process died or was cancelled mid-step), so its effect may or may not have "
+        "happened; it is not run again. Check the effect downstream (the step's "
+        "step_key() is its idempotency key there) and start a new flow, or declare the step "
+        "step(fn, ..., retry=True) if running it again under the same key is safe"
+    )
 
 
 async def call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
@@ -238,33 +434,51 @@ async def _call(fn: Callable[..., Any], args: tuple[Any, ...], key: Callable[[],
         _CURRENT_KEY.reset(token)
 
 
-async def _wait_for(store: StepStore, key: str, name: str, ttl: float) -> Claim:
+async def _wait_for(
+    store: StepStore,
+    key: str,
+    owner: str,
+    name: str,
+    lease: float,
+    policy: StepPolicy,
+    retry: bool,
+) -> Claim:
     deadline = trio.current_time() + STEP_WAIT
     delay = 0.01
     while trio.current_time() < deadline:
         await trio.sleep(delay)
         delay = min(delay * 2, 0.25)
         found = await ask_store(store.read(key), *_unrecorded(name))
-        if found is None:  # the other presentation failed and released it: try to run it
-            found = await ask_store(store.claim(key, ttl), *_unrecorded(name))
-            if found.status == "won":
-                return found
-        elif found.status == "done":
+        if found is None or (found.status == "unknown" and retry):
+            # Released (the other attempt failed), or lapsed and safe to retry: run it here.
+            policy.check_unexpired(name)
+            found = await ask_store(
+                store.claim(key, owner, lease=lease, ttl=policy.keep_for(), take=retry),
+                *_unrecorded(name),
+            )
+        if found.status != "busy":
             return found
     raise StepInProgress(
         f"step {name} of this flow is still running for another presentation of the same "
-        f"requestState (waited {STEP_WAIT:g} s); retry the request to get its result"
+        f"requestState, whose holder keeps renewing its lease (waited {STEP_WAIT:g} s); retry "
+        "the request to get its result"
     )
 
 
 async def ask_store(call: Awaitable[_T], failed: str, why: str = "") -> _T:
-    """Await *call*, an operation of a step store; any error it raises becomes
+    """Await *call*, an operation of a step store, for at most `STORE_TIMEOUT` seconds; any
+    error it raises (or a stall) becomes
     [StepStoreUnavailable][mrtr_trio.StepStoreUnavailable] saying what *failed*, the error and
     *why* that matters."""
     try:
-        return await call
+        with trio.fail_after(STORE_TIMEOUT):
+            return await call
     except StepStoreUnavailable:
         raise
+    except trio.TooSlowError:
+        raise StepStoreUnavailable(
+            f"{failed}: the step store did not answer within {STORE_TIMEOUT:g} s{why}"
+        ) from None
     except Exception as error:
         raise StepStoreUnavailable(
             f"{failed}: the step store failed ({type(error).__name__}: {error}){why}"
@@ -272,7 +486,8 @@ async def ask_store(call: Awaitable[_T], failed: str, why: str = "") -> _T:
 
 
 def _unrecorded(name: str) -> tuple[str, str]:
-    """What [ask_store][mrtr_trio._steps.ask_store] says when a step's store fails."""
+    """What [ask_store][mrtr_trio._steps.ask_store] says when a step's store fails before the
+    step ran."""
     return f"step {name} did not run", "; a step never runs unrecorded"
 
 

@@ -4,15 +4,11 @@
 
 Behind a load balancer, two presentations of one `requestState` may reach two processes; only a
 store they share lets one of them run a step and the other reuse its result. Each key holds a
-claim marker while its step runs and the recorded result afterwards, under one Redis key with
-a millisecond expiry:
-
-- *claim*: one Lua script sets the marker with `SET NX PX` and, when the key was already there,
-  returns what it holds, in a single atomic round trip;
-- *record*: `SET PX` of the result;
-- *read*: `GET`;
-- *release*: a Lua script deletes the key only while it still holds the claim marker, so a
-  recorded result is never dropped.
+claim (its owner and the end of its lease) while its step runs and the recorded result
+afterwards, under one Redis key with a millisecond expiry. Every step operation is one Lua
+script, atomic in Redis: *claim* (set the claim if the key is free, or take over a lapsed one
+when asked; otherwise say what the key holds), *renew*, *record* and *release* (each only for
+the claim's owner), and *read*.
 
 A task's record is one key holding its JSON form
 ([TaskRecord.to_json][mrtr_trio.mcp.TaskRecord.to_json]), expiring with the record: any process
@@ -20,7 +16,8 @@ can then answer `tasks/get`, while the process that runs the task's handler writ
 compare-and-set on its `revision`.
 
 The client is synchronous and thread-safe; each call runs in a worker thread
-(`trio.to_thread.run_sync`) on the client's connection pool, which is reused across calls.
+(`trio.to_thread.run_sync`, abandoned when the runtime stops waiting for it) on the client's
+connection pool, which is reused across calls.
 Errors from Redis (connection refused, a timeout, a read-only replica) propagate: the runtime
 then fails the step closed with [StepStoreUnavailable][mrtr_trio.StepStoreUnavailable].
 """
@@ -35,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._steps import BUSY, WON, Claim
+from ._steps import BUSY, UNKNOWN, WON, Claim
 from ._util import check_count
 
 if TYPE_CHECKING:  # mrtr_trio.mcp (the MCP SDK) is imported only when a task record is read
@@ -50,26 +47,133 @@ except ImportError as error:  # pragma: no cover - depends on the installed extr
 
 __all__ = ["RedisStepStore", "RedisTaskStore"]
 
-# What a key holds: the claim marker while its step runs, or the result behind a prefix.
+# What a key holds: a claim (`c`, its lease's end in Redis milliseconds, `:`, its owner) while
+# its step runs, or the result behind `d`. Lease times are Redis's own clock (TIME), so the
+# processes' clocks need not agree.
 _CLAIMED = b"c"
 _DONE = b"d"
 
-# KEYS[1]: the key; ARGV: the claim marker, the expiry in ms. Returns nil when the claim was
-# won, else what the key holds.
-_CLAIM = """
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-    return false
+# The helpers every step script starts with: now in milliseconds, and a claim's parts.
+_PARTS = """
+local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
-return redis.call('GET', KEYS[1])
+local function parts(held)
+    local sep = string.find(held, ':', 2, true)
+    return tonumber(string.sub(held, 2, sep - 1)), string.sub(held, sep + 1)
+end
 """
 
-# KEYS[1]: the key; ARGV[1]: the claim marker. Deletes the key only while it holds the marker.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-    return redis.call('DEL', KEYS[1])
+# KEYS[1]: the key; ARGV: owner, lease ms, ttl ms, take ("1"/"0"), not after (epoch ms, the
+# caller's clock: a claim that reaches Redis after its caller gave up is not applied).
+# Returns {status} or {"done", value}.
+_CLAIM = (
+    _PARTS
+    + """
+local now = now_ms()
+local held = redis.call('GET', KEYS[1])
+local ttl = tonumber(ARGV[3])
+if held then
+    if string.sub(held, 1, 1) == 'd' then
+        return {'done', string.sub(held, 2)}
+    end
+    local lease_until = parts(held)
+    if lease_until > now then
+        return {'busy'}
+    end
+    if ARGV[4] ~= '1' then
+        return {'unknown'}
+    end
+    ttl = math.max(ttl, redis.call('PTTL', KEYS[1]))
 end
-return 0
+if now > tonumber(ARGV[5]) then
+    return {'late'}
+end
+redis.call('SET', KEYS[1], 'c' .. (now + tonumber(ARGV[2])) .. ':' .. ARGV[1], 'PX', ttl)
+return {'won'}
 """
+)
+
+# KEYS[1]: the key; ARGV: owner, lease ms. Extends the owner's lease (0: gives it up now) and
+# keeps the key at least as long. Returns 1, or 0 when the owner holds no claim there.
+_RENEW = (
+    _PARTS
+    + """
+local held = redis.call('GET', KEYS[1])
+if not held or string.sub(held, 1, 1) ~= 'c' then
+    return 0
+end
+local _, owner = parts(held)
+if owner ~= ARGV[1] then
+    return 0
+end
+local lease = tonumber(ARGV[2])
+redis.call('SET', KEYS[1], 'c' .. (now_ms() + lease) .. ':' .. owner, 'KEEPTTL')
+if lease > 0 and redis.call('PTTL', KEYS[1]) < lease then
+    redis.call('PEXPIRE', KEYS[1], lease)
+end
+return 1
+"""
+)
+
+# KEYS[1]: the key; ARGV: owner, value, ttl ms. Records the result for the claim's owner, or
+# when the key has expired (nobody can claim it then); 0 when another holds it or it is
+# recorded.
+_RECORD = (
+    _PARTS
+    + """
+local held = redis.call('GET', KEYS[1])
+if held then
+    if string.sub(held, 1, 1) ~= 'c' then
+        return 0
+    end
+    local _, owner = parts(held)
+    if owner ~= ARGV[1] then
+        return 0
+    end
+end
+redis.call('SET', KEYS[1], 'd' .. ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+)
+
+# KEYS[1]: the key; ARGV: owner. Deletes the key only while it holds that owner's claim.
+_RELEASE = (
+    _PARTS
+    + """
+local held = redis.call('GET', KEYS[1])
+if not held or string.sub(held, 1, 1) ~= 'c' then
+    return 0
+end
+local _, owner = parts(held)
+if owner ~= ARGV[1] then
+    return 0
+end
+return redis.call('DEL', KEYS[1])
+"""
+)
+
+# KEYS[1]: the key. Returns nil, {"done", value}, or {"busy"} / {"unknown"} by the lease.
+_READ = (
+    _PARTS
+    + """
+local held = redis.call('GET', KEYS[1])
+if not held then
+    return false
+end
+if string.sub(held, 1, 1) == 'd' then
+    return {'done', string.sub(held, 2)}
+end
+if string.sub(held, 1, 1) ~= 'c' or not string.find(held, ':', 2, true) then
+    return {'foreign', held}
+end
+if parts(held) > now_ms() then
+    return {'busy'}
+end
+return {'unknown'}
+"""
+)
 
 # KEYS[1]: the task's key; ARGV: the record's JSON, its revision. Replaces the record (keeping
 # the key's expiry) only when the stored revision is lower. Returns 1 when replaced, 0 when not
@@ -158,7 +262,9 @@ class _RedisStore:
             self.client.close()
 
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs))
+        # Abandoned on cancellation: the runtime bounds every store call, and a stalled Redis
+        # must not hold the round (a late step claim is refused by Redis itself).
+        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), abandon_on_cancel=True)
 
 
 class RedisStepStore(_RedisStore):
@@ -168,11 +274,19 @@ class RedisStepStore(_RedisStore):
       `unix:///path/to/redis.sock?db=0`) or a `redis.Redis` client made without
       `decode_responses` (results are bytes). A client made from a URL has *timeout* as its
       connect and read timeout, so a Redis that hangs fails the step closed instead of holding
-      it; pass a client to choose other settings.
+      it; pass a client to choose other settings (the runtime bounds every call anyway).
     - *prefix*: put before every key, to share one database between applications.
+    - *lease*: seconds a step's claim stays `busy` without a renewal: after its holder dies,
+      the next attempt learns the outcome is unknown (or, for `retry=True`, takes it over)
+      this long after the last renewal.
 
+    Each operation is one Lua script, atomic in Redis: a claim is set only if the key is free
+    (or its lease lapsed and the caller takes it over), and only if it reaches Redis before the
+    caller's *timeout* ran out (a claim queued behind a stall is not applied late); a record,
+    renewal or release happens only for the claim's owner. Leases run on Redis's clock.
     Expiries are in milliseconds, rounded up. [close][mrtr_trio.redis.RedisStepStore.close]
-    disconnects a client the store made itself.
+    disconnects a client the store made itself. The guarantee needs a Redis that keeps what it
+    acknowledged: see docs/exactly-once.md.
 
     ```python
     from mrtr_trio import Runtime
@@ -184,30 +298,58 @@ class RedisStepStore(_RedisStore):
     """
 
     def __init__(
-        self, url_or_client: str | redis.Redis, *, prefix: str = "", timeout: float = 5.0
+        self,
+        url_or_client: str | redis.Redis,
+        *,
+        prefix: str = "",
+        timeout: float = 5.0,
+        lease: float = 10.0,
     ) -> None:
         super().__init__(url_or_client, prefix=prefix, timeout=timeout)
+        if not (isinstance(lease, int | float) and not isinstance(lease, bool) and lease > 0):
+            raise ValueError(f"lease must be a positive number of seconds, got {lease!r}")
+        self.lease = float(lease)
+        self.timeout = float(timeout)
         client = self.client
         self._claim = client.register_script(_CLAIM)
+        self._renew = client.register_script(_RENEW)
+        self._record = client.register_script(_RECORD)
         self._release = client.register_script(_RELEASE)
+        self._read = client.register_script(_READ)
 
-    async def claim(self, key: str, ttl: float) -> Claim:
-        """Claim *key* for *ttl* seconds if nobody holds it (atomically, in one round trip)."""
-        held = await self._run(self._claim, [self.prefix + key], [_CLAIMED, _milliseconds(ttl)])
-        return WON if held is None else _claim_of(held)
+    async def claim(
+        self, key: str, owner: str, *, lease: float, ttl: float, take: bool = False
+    ) -> Claim:
+        """Claim *key* for *owner* (atomically, in one round trip): see
+        [StepStore.claim][mrtr_trio.StepStore.claim]."""
+        not_after = int((time.time() + self.timeout) * 1000)
+        args = [owner, _milliseconds(lease), _milliseconds(ttl), int(take), not_after]
+        held = await self._run(self._claim, [self.prefix + key], args)
+        if held[0] == b"late":
+            raise TimeoutError(
+                "the claim reached Redis after this process stopped waiting for it (or "
+                "Redis's clock is ahead of this host's); it was not applied"
+            )
+        return _claim_of(held)
 
-    async def record(self, key: str, value: bytes, ttl: float) -> None:
-        """Record the result *value* under *key*, kept *ttl* seconds."""
-        await self._run(self.client.set, self.prefix + key, _DONE + value, px=_milliseconds(ttl))
+    async def renew(self, key: str, owner: str, lease: float) -> bool:
+        """Extend *owner*'s lease on *key* (0: give it up as unknown)."""
+        ms = 0 if lease <= 0 else _milliseconds(lease)
+        return bool(await self._run(self._renew, [self.prefix + key], [owner, ms]))
+
+    async def record(self, key: str, owner: str, value: bytes, ttl: float) -> bool:
+        """Record the result *value* under *key* if *owner* holds its claim (or it expired)."""
+        args = [owner, value, _milliseconds(ttl)]
+        return bool(await self._run(self._record, [self.prefix + key], args))
 
     async def read(self, key: str) -> Claim | None:
-        """What is under *key*: `busy`, `done` with the value, or `None`."""
-        held = await self._run(self.client.get, self.prefix + key)
+        """What is under *key*: `busy`, `unknown`, `done` with the value, or `None`."""
+        held = await self._run(self._read, [self.prefix + key])
         return None if held is None else _claim_of(held)
 
-    async def release(self, key: str) -> None:
-        """Drop the claim on *key*; a recorded result (or nothing) is left as it is."""
-        await self._run(self._release, [self.prefix + key], [_CLAIMED])
+    async def release(self, key: str, owner: str) -> bool:
+        """Drop *owner*'s claim on *key*; a recorded result or another's claim stays."""
+        return bool(await self._run(self._release, [self.prefix + key], [owner]))
 
 
 class RedisTaskStore(_RedisStore):
@@ -355,8 +497,13 @@ def _milliseconds(ttl: float) -> int:
 
 
 def _claim_of(held: Any) -> Claim:
-    if held == _CLAIMED:
+    status = held[0]
+    if status == b"done":
+        return Claim("done", held[1])
+    if status == b"busy":
         return BUSY
-    if isinstance(held, bytes) and held.startswith(_DONE):
-        return Claim("done", held[len(_DONE) :])
-    raise ValueError(f"the step store key holds {held!r}, which RedisStepStore did not write")
+    if status == b"unknown":
+        return UNKNOWN
+    if status == b"won":
+        return WON
+    raise ValueError(f"the step store key holds {held[-1]!r}, which RedisStepStore did not write")
