@@ -213,3 +213,73 @@ async def test_a_single_use_mark_lasts_as_long_as_its_token() -> None:
     with pytest.raises(InvalidRequestState) as caught:
         await present()
     assert "expired" in caught.value.reason
+
+
+# ------------------------------------------- a recorded answer and a changed schema
+
+
+V1 = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+V2 = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+    "required": ["name", "age"],
+}
+schemas: list[dict[str, Any]] = [V1]
+
+
+async def profile(ctx: Context, batch: bool = False):
+    # The same message in both releases; only the requested schema changes.
+    if batch:
+        answers = yield {"who": elicit("About you?", schemas[0])}
+        who = answers["who"]
+    else:
+        who = yield elicit("About you?", schemas[0])
+    fields = [who.content[key] for key in schemas[0]["required"]]  # v2 needs "age"
+    yield elicit("Sure?", NAME)
+    yield done(fields)
+
+
+ADA_V1 = {"action": "accept", "content": {"name": "Ada"}}
+ADA_V2 = {"action": "accept", "content": {"name": "Ada", "age": 36}}
+
+
+async def recorded_under_v1(runtime: Runtime, batch: bool) -> str:
+    """A token whose journal holds an answer to the v1 form."""
+    schemas[:] = [V1]
+    key = "who" if batch else "input-0"
+    out = await runtime.advance(profile, {"batch": batch})
+    assert isinstance(out, InputRequired)
+    out = await runtime.advance(
+        profile, {"batch": batch}, input_responses={key: ADA_V1}, request_state=out.request_state
+    )
+    assert isinstance(out, InputRequired) and out.request_state is not None
+    return out.request_state
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["single", "batch"])
+async def test_a_recorded_answer_that_no_longer_fits_the_schema_is_a_divergence(
+    batch: bool,
+) -> None:
+    # The answer was valid for the form asked then; the new release asks for more. Replaying
+    # it would crash the handler (KeyError: 'age'): it is a divergence instead, because the
+    # fingerprint of the request covers its schema.
+    from mrtr_trio import NondeterminismError
+
+    token = await recorded_under_v1(Runtime([KEY], replay="strict"), batch)
+    schemas[:] = [V2]
+    sure = {"input-0" if batch else "input-1": {"action": "accept", "content": {"name": "x"}}}
+    with pytest.raises(NondeterminismError):
+        await Runtime([KEY], replay="strict").advance(
+            profile, {"batch": batch}, input_responses=sure, request_state=token
+        )
+    # replay="reask": the form is asked again, under the new schema; nothing crashes.
+    out = await Runtime([KEY]).advance(
+        profile, {"batch": batch}, input_responses=sure, request_state=token
+    )
+    assert isinstance(out, InputRequired)
+    ((key, request),) = out.input_requests.items()
+    assert key == ("who" if batch else "input-0") and request.schema == V2
+    out = await Runtime([KEY]).advance(
+        profile, {"batch": batch}, input_responses={key: ADA_V2}, request_state=out.request_state
+    )
+    assert isinstance(out, InputRequired)  # on to "Sure?", with the new answer
