@@ -56,6 +56,7 @@ __all__ = [
     "ask_store",
     "call",
     "call_step",
+    "probe_store",
     "step_key",
 ]
 
@@ -483,6 +484,20 @@ async def ask_store(call: Awaitable[_T], failed: str, why: str = "") -> _T:
         raise StepStoreUnavailable(
             f"{failed}: the step store failed ({type(error).__name__}: {error}){why}"
         ) from error
+
+
+async def probe_store(store: StepStore) -> None:
+    """Check that *store* answers: claim, record, read back and expire a probe key of its own
+    (within `STORE_TIMEOUT` for each call), or raise
+    [StepStoreUnavailable][mrtr_trio.StepStoreUnavailable] saying what failed."""
+    key = f"mrtr_trio:probe:{secrets.token_hex(8)}"
+    owner = "probe"
+    what = f"the step store {store!r} cannot be reached"
+    await ask_store(store.claim(key, owner, lease=1.0, ttl=5.0), what)
+    await ask_store(store.record(key, owner, b"\xf6", 1.0), what)
+    found = await ask_store(store.read(key), what)
+    if found != Claim("done", b"\xf6"):
+        raise StepStoreUnavailable(f"{what}: a probe key read back as {found!r}")
 
 
 def _unrecorded(name: str) -> tuple[str, str]:

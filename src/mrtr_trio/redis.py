@@ -351,6 +351,27 @@ class RedisStepStore(_RedisStore):
         """Drop *owner*'s claim on *key*; a recorded result or another's claim stays."""
         return bool(await self._run(self._release, [self.prefix + key], [owner]))
 
+    async def persistence_problem(self) -> str | None:
+        """Why this Redis may forget what it acknowledged across a restart (neither an append
+        only file nor snapshots), or `None` when it keeps it (or cannot say: `CONFIG` may be
+        disabled on a managed Redis, whose provider says how it persists)."""
+        info = await self._run(self.client.info, "persistence")
+        if info.get("aof_enabled"):
+            return None
+        try:
+            saves = await self._run(self.client.config_get, "save")
+        except redis.ResponseError:
+            return None
+        if (saves.get("save") or "").strip():
+            return (
+                "Redis persists by snapshots only (no appendonly): a crash loses the step "
+                "results and claims since the last snapshot, and those steps may run again"
+            )
+        return (
+            "Redis has no persistence (appendonly no, no snapshots): a restart forgets every "
+            "step result and claim, and those steps may run again; see docs/exactly-once.md"
+        )
+
 
 class RedisTaskStore(_RedisStore):
     """A [TaskStore][mrtr_trio.mcp.TaskStore] on Redis, so that every process serving an
