@@ -110,6 +110,36 @@ def _where(error: BaseException, path: Path) -> str:
     return f" (line {lines[-1].lineno}: {lines[-1].line})" if lines else ""
 
 
+async def check_step_store(store: Any, required: bool = True) -> None:
+    """Check the runtime's step store once, before serving: a line in the log when it answers
+    (and a warning when it is a Redis that keeps nothing across a restart); when it does not,
+    `SystemExit` saying so (*required*), or a warning."""
+    from ._errors import StepStoreUnavailable
+    from ._steps import probe_store
+
+    log = logging.getLogger("mrtr_trio")
+    try:
+        await probe_store(store)
+    except StepStoreUnavailable as error:
+        if required:
+            raise SystemExit(
+                f"mrtr-trio: {error}. Start it (docs/exactly-once.md says how), or pass "
+                "--no-store-check to serve anyway (steps then fail until it answers)"
+            ) from None
+        log.warning("%s; serving anyway (--no-store-check): steps fail until it answers", error)
+        return
+    log.info("step store %r answers", store)
+    check = getattr(store, "persistence_problem", None)
+    if check is not None:
+        try:
+            problem = await check()
+        except Exception as error:  # a check that cannot run is no reason not to serve
+            log.debug("could not read the step store's persistence settings: %r", error)
+            return
+        if problem is not None:
+            log.warning("step store %r: %s", store, problem)
+
+
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     if not host or not port.isdigit():
@@ -294,6 +324,12 @@ def _parser() -> argparse.ArgumentParser:
         help="log to stderr from this level up (default: INFO; DEBUG adds a line per call; "
         "other libraries log from WARNING up)",
     )
+    serve.add_argument(
+        "--no-store-check",
+        action="store_true",
+        help="start even when the runtime's step store cannot be reached (by default serve "
+        "checks it once and refuses to start without it)",
+    )
     _add_http_limits(serve)
     _add_auth(serve)
     commands.add_parser(
@@ -332,6 +368,8 @@ def main(argv: list[str] | None = None) -> None:
     app = load_app(args.target)
     if auth is not None:
         app.auth = auth
+    if app.runtime.step_store is not None:
+        trio.run(check_step_store, app.runtime.step_store, not args.no_store_check)
     if args.http is None:
         run_until_interrupted(app.serve_stdio)
     else:
