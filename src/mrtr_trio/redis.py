@@ -284,7 +284,7 @@ class RedisStepStore(_RedisStore):
     (or its lease lapsed and the caller takes it over), and only if it reaches Redis before the
     caller's *timeout* ran out (a claim queued behind a stall is not applied late); a record,
     renewal or release happens only for the claim's owner. Leases run on Redis's clock.
-    Expiries are in milliseconds, rounded up. [close][mrtr_trio.redis.RedisStepStore.close]
+    Expiries are in milliseconds, rounded up. `close()`
     disconnects a client the store made itself. The guarantee needs a Redis that keeps what it
     acknowledged: see docs/exactly-once.md.
 
