@@ -333,25 +333,24 @@ async def call_step(
         return _decode(claim.value, name)
     if claim.status == "unknown":
         raise _outcome_unknown(name)
-    renewer = _Renewer(store, store_key, owner, lease)
-    # A system task, not a nursery: the step's own exceptions reach the handler unwrapped.
-    trio.lowlevel.spawn_system_task(renewer.run, name=f"mrtr_trio step lease {name}")
+    renewals = _renewals(store, lease)
+    renewals.hold(store_key, owner)
     try:
         value = await _call(fn, args, key)
     except Exception:
         # The step raised: it says its effect did not happen, so a retry may run it.
-        renewer.stop()
+        renewals.drop(store_key, owner)
         with trio.CancelScope(shield=True):
             await _quietly(store.release(store_key, owner))
         raise
     except BaseException:
         # Cancelled mid-step: the effect may have happened. Give the claim up as unknown now,
         # rather than have retries wait for the lease to lapse.
-        renewer.stop()
+        renewals.drop(store_key, owner)
         with trio.CancelScope(shield=True):
             await _quietly(store.renew(store_key, owner, 0.0))
         raise
-    renewer.stop()
+    renewals.drop(store_key, owner)
     try:
         # A value that cannot be recorded fails the round as it would without a store.
         value = recordable(value, f"step {name}")
@@ -379,28 +378,57 @@ async def call_step(
     return value
 
 
-class _Renewer:
-    """Renews a step's lease every third of it while the step runs (a store error or a stall
-    is retried at the next turn; the lease lapses if none gets through)."""
+class _Renewals:
+    """Renews the leases of the steps this process runs against one store: a task of its own
+    per trio run (a system task, started with the first step, so that no step pays for a task
+    and a step's exceptions reach the handler unwrapped by a nursery), which every third of
+    the lease renews each claim held. A store error or a stall is retried at the next turn; a
+    lease lapses if none gets through. A claim taken over by another attempt is dropped."""
 
-    def __init__(self, store: StepStore, key: str, owner: str, lease: float) -> None:
-        self._store, self._key, self._owner, self._lease = store, key, owner, lease
-        self._scope = trio.CancelScope()
+    def __init__(self, store: StepStore, lease: float) -> None:
+        self._store = store
+        self._lease = lease
+        self._held: dict[str, str] = {}  # store key -> owner
+        self._run_token: object = None  # the trio run whose task renews them
 
-    def stop(self) -> None:
-        self._scope.cancel()
+    def hold(self, key: str, owner: str) -> None:
+        """Renew *owner*'s claim on *key* until `drop`."""
+        run = trio.lowlevel.current_root_task()
+        if run is not self._run_token:
+            self._run_token, self._held = run, {}
+            trio.lowlevel.spawn_system_task(self._renew, run, name="mrtr_trio step leases")
+        self._held[key] = owner
 
-    async def run(self) -> None:
-        with self._scope:
-            while True:
-                await trio.sleep(self._lease / 3)
-                with trio.move_on_after(self._lease / 3):
+    def drop(self, key: str, owner: str) -> None:
+        """Stop renewing *owner*'s claim on *key*."""
+        if self._held.get(key) == owner:
+            del self._held[key]
+
+    async def _renew(self, run: object) -> None:
+        turn = self._lease / 3
+        while self._run_token is run:
+            await trio.sleep(turn)
+            with trio.move_on_after(turn):
+                for key, owner in list(self._held.items()):
                     try:
-                        if not await self._store.renew(self._key, self._owner, self._lease):
-                            log.warning("step claim %s was taken over mid-step", self._key)
-                            return
+                        renewed = await self._store.renew(key, owner, self._lease)
                     except Exception as error:
-                        log.warning("could not renew step claim %s: %r", self._key, error)
+                        log.warning("could not renew step claim %s: %r", key, error)
+                        continue
+                    if not renewed and self._held.get(key) == owner:
+                        log.warning("step claim %s was taken over mid-step", key)
+                        del self._held[key]
+
+
+_RENEWALS: dict[int, tuple[StepStore, _Renewals]] = {}
+
+
+def _renewals(store: StepStore, lease: float) -> _Renewals:
+    """The renewals of *store*'s claims (made once per store and lease)."""
+    found = _RENEWALS.get(id(store))
+    if found is None or found[0] is not store or found[1]._lease != lease:
+        found = _RENEWALS[id(store)] = (store, _Renewals(store, lease))
+    return found[1]
 
 
 async def _quietly(call: Awaitable[Any]) -> None:
