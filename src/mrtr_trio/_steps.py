@@ -30,6 +30,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from types import CoroutineType
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import attrs
@@ -500,8 +501,7 @@ async def ask_store(call: Awaitable[_T], failed: str, why: str = "") -> _T:
     [StepStoreUnavailable][mrtr_trio.StepStoreUnavailable] saying what *failed*, the error and
     *why* that matters."""
     try:
-        with trio.fail_after(STORE_TIMEOUT):
-            return await call
+        return await _bounded(call)
     except StepStoreUnavailable:
         raise
     except trio.TooSlowError:
@@ -526,6 +526,26 @@ async def probe_store(store: StepStore) -> None:
     found = await ask_store(store.read(key), what)
     if found != Claim("done", b"\xf6"):
         raise StepStoreUnavailable(f"{what}: a probe key read back as {found!r}")
+
+
+async def _bounded(call: Awaitable[_T]) -> _T:
+    """*call* awaited for at most `STORE_TIMEOUT` seconds (else `trio.TooSlowError`).
+
+    A deadline matters only to a call that waits (trio cancels at a checkpoint), and a cancel
+    scope costs more than an in-memory store's whole call: so a coroutine is started by hand,
+    and only one that yields to trio goes on under the deadline (as the drive's timed turns do,
+    through the same [_Started][mrtr_trio._drive._Started])."""
+    from ._drive import _Started  # (the drive imports this module)
+
+    if type(call) is not CoroutineType:
+        with trio.fail_after(STORE_TIMEOUT):
+            return await call
+    try:
+        yielded = call.send(None)
+    except StopIteration as finished:
+        return finished.value  # type: ignore[no-any-return]
+    with trio.fail_after(STORE_TIMEOUT):
+        return await _Started(call, yielded)  # type: ignore[no-any-return]
 
 
 def _unrecorded(name: str) -> tuple[str, str]:
