@@ -231,3 +231,48 @@ async def test_a_round_whose_token_expired_before_a_step_does_not_start_it() -> 
         await runtime.advance(two_steps, {}, input_responses=YES, request_state=first.request_state)
     assert "before step" in caught.value.reason and ".second@" in caught.value.reason
     assert ran == ["slow"]
+
+
+class SlottedStore:
+    """A store of its own (no weak references, no hash): renewals work for it too."""
+
+    __slots__ = ("inner", "lease")
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        self.inner = MemoryStepStore(lease=LEASE, clock=trio.current_time)
+        self.lease = LEASE
+
+    async def claim(
+        self, key: str, owner: str, *, lease: float, ttl: float, take: bool = False
+    ) -> Claim:
+        return await self.inner.claim(key, owner, lease=lease, ttl=ttl, take=take)
+
+    async def renew(self, key: str, owner: str, lease: float) -> bool:
+        return await self.inner.renew(key, owner, lease)
+
+    async def record(self, key: str, owner: str, value: bytes, ttl: float) -> bool:
+        return await self.inner.record(key, owner, value, ttl)
+
+    async def read(self, key: str) -> Claim | None:
+        return await self.inner.read(key)
+
+    async def release(self, key: str, owner: str) -> bool:
+        return await self.inner.release(key, owner)
+
+
+async def test_a_store_of_its_own_without_weak_references_is_renewed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    pay = await paying(Runtime([KEY], step_store=SlottedStore()), Ledger(delay=60.0))
+    values: list[Any] = []
+
+    async def winner() -> None:
+        values.append(await pay.present())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(winner)
+        await trio.sleep(1)
+        with pytest.raises(StepInProgress, match="still running"):
+            await pay.present()
+    assert values == ["receipt 1 for 5"]

@@ -29,6 +29,7 @@ import inspect
 import logging
 import secrets
 import time
+import weakref
 from collections.abc import Awaitable, Callable
 from types import CoroutineType
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
@@ -384,11 +385,15 @@ class _Renewals:
     per trio run (a system task, started with the first step, so that no step pays for a task
     and a step's exceptions reach the handler unwrapped by a nursery), which every third of
     the lease renews each claim held. A store error or a stall is retried at the next turn; a
-    lease lapses if none gets through. A claim taken over by another attempt is dropped."""
+    lease lapses if none gets through. A claim taken over by another attempt is dropped. It
+    holds its store weakly, so that a store no one uses any more can go."""
 
     def __init__(self, store: StepStore, lease: float) -> None:
-        self._store = store
-        self._lease = lease
+        try:
+            self._store: Callable[[], StepStore | None] = weakref.ref(store)
+        except TypeError:  # (a store without weak references is held for the run)
+            self._store = lambda: store
+        self.lease = lease
         self._held: dict[str, str] = {}  # store key -> owner
         self._run_token: object = None  # the trio run whose task renews them
 
@@ -406,30 +411,38 @@ class _Renewals:
             del self._held[key]
 
     async def _renew(self, run: object) -> None:
-        turn = self._lease / 3
+        turn = self.lease / 3
         while self._run_token is run:
             await trio.sleep(turn)
+            store = self._store()
+            if store is None:
+                return
             with trio.move_on_after(turn):
                 for key, owner in list(self._held.items()):
                     try:
-                        renewed = await self._store.renew(key, owner, self._lease)
+                        renewed = await store.renew(key, owner, self.lease)
                     except Exception as error:
                         log.warning("could not renew step claim %s: %r", key, error)
                         continue
                     if not renewed and self._held.get(key) == owner:
                         log.warning("step claim %s was taken over mid-step", key)
                         del self._held[key]
+            del store
 
 
-_RENEWALS: dict[int, tuple[StepStore, _Renewals]] = {}
+_RENEWALS: weakref.WeakKeyDictionary[Any, _Renewals] = weakref.WeakKeyDictionary()
 
 
 def _renewals(store: StepStore, lease: float) -> _Renewals:
-    """The renewals of *store*'s claims (made once per store and lease)."""
-    found = _RENEWALS.get(id(store))
-    if found is None or found[0] is not store or found[1]._lease != lease:
-        found = _RENEWALS[id(store)] = (store, _Renewals(store, lease))
-    return found[1]
+    """The renewals of *store*'s claims (made once per store and lease; for a store that
+    cannot be weakly referenced or hashed, once per step)."""
+    try:
+        found = _RENEWALS.get(store)
+        if found is None or found.lease != lease:
+            found = _RENEWALS[store] = _Renewals(store, lease)
+    except TypeError:
+        return _Renewals(store, lease)
+    return found
 
 
 async def _quietly(call: Awaitable[Any]) -> None:
