@@ -151,3 +151,27 @@ def test_the_services_rule_names_the_package(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(services, "REQUIRED", True)
     with pytest.raises(pytest.fail.Exception, match="MRTR_TRIO_REQUIRE_SERVICES=1"):
         services.need("redis-server", "redis-server")
+
+
+async def test_a_redis_stall_does_not_wedge_the_flow(
+    redis_db: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redis stalls (CLIENT PAUSE) longer than the runtime waits for a store call: the client is
+    # told the step did not run, which is true. When Redis resumes it runs the queued claim,
+    # after its caller gave up: the claim carries its own deadline and is not applied, so the
+    # retry runs the step at once instead of finding a claim nobody holds.
+    from mrtr_trio import _steps
+    from mrtr_trio import redis as redis_store
+
+    monkeypatch.setattr(_steps, "STORE_TIMEOUT", 1.0)
+    monkeypatch.setattr(redis_store, "STORE_TIMEOUT", 1.0)
+    store = RedisStepStore(redis_db.unix_url, timeout=10)  # the socket outlasts the stall
+    pay = await paying(Runtime([KEY], step_store=store))
+    with redis_db.client() as admin:
+        admin.execute_command("CLIENT", "PAUSE", 3000, "ALL")
+    with pytest.raises(StepStoreUnavailable, match="did not run: the step store did not answer"):
+        await pay.present()
+    await trio.sleep(3.5)  # the stall ends, and Redis runs the claim that was waiting
+    assert await pay.present() == "receipt 1 for 5"
+    assert len(pay.ledger.keys) == 1
+    store.close()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._steps import BUSY, UNKNOWN, WON, Claim
+from ._steps import BUSY, STORE_TIMEOUT, UNKNOWN, WON, Claim
 from ._util import check_count
 
 if TYPE_CHECKING:  # mrtr_trio.mcp (the MCP SDK) is imported only when a task record is read
@@ -322,7 +322,9 @@ class RedisStepStore(_RedisStore):
     ) -> Claim:
         """Claim *key* for *owner* (atomically, in one round trip): see
         [StepStore.claim][mrtr_trio.StepStore.claim]."""
-        not_after = int((time.time() + self.timeout) * 1000)
+        # After this, the caller has stopped waiting (its socket timeout, or the runtime's
+        # bound on every store call): a claim that reaches Redis later is not applied.
+        not_after = int((time.time() + min(self.timeout, STORE_TIMEOUT)) * 1000)
         args = [owner, _milliseconds(lease), _milliseconds(ttl), int(take), not_after]
         held = await self._run(self._claim, [self.prefix + key], args)
         if held[0] == b"late":
