@@ -112,8 +112,9 @@ class PollTimeout(MrtrError):
 
 
 class StepStoreUnavailable(MrtrError):
-    """The step store could not be reached (or is full), so a step did not run: with a store,
-    a step never runs unrecorded."""
+    """The step store could not be reached, did not answer in time, or is full. Before a step
+    ran, it did not run (with a store, a step never runs unrecorded); after, its result could
+    not be recorded, and the message says so."""
 
 
 class StateTooLarge(MrtrError):
@@ -123,8 +124,8 @@ class StateTooLarge(MrtrError):
 
 
 class StepInProgress(MrtrError):
-    """Another presentation of the same `requestState` is running this step; retrying the
-    request later gets its result."""
+    """Another presentation of the same `requestState` is running this step (its holder keeps
+    renewing its lease); retrying the request later gets its result."""
 
 
 class StepOutcomeUnknown(MrtrError):

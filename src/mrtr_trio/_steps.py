@@ -10,12 +10,17 @@ before the step, and the step's position. Every presentation of one token comput
 key; any other flow, argument, answer or position gives another.
 
 With a [StepStore][mrtr_trio.StepStore] (`Runtime(step_store=...)`), a step first *claims*
-its key: the winner runs the function and records the result before it is journaled; a
-presentation that finds the result recorded uses it without calling the function; one that
-finds the key claimed waits (bounded) for the result, or fails with
-[StepInProgress][mrtr_trio.StepInProgress], which says to retry. A store that cannot be reached
-fails the step closed ([StepStoreUnavailable][mrtr_trio.StepStoreUnavailable]): it never runs
-unrecorded. The same store makes tokens single-use when asked (`single_use=True`).
+its key, as a lease with an owner that the runner renews while the step runs: the winner runs
+the function and records the result before it is journaled; a presentation that finds the
+result recorded uses it without calling the function; one that finds a live claim waits
+(bounded) for the result, or fails with [StepInProgress][mrtr_trio.StepInProgress], which says
+to retry; one that finds a claim whose lease lapsed (its holder died or was cancelled mid-step)
+fails with [StepOutcomeUnknown][mrtr_trio.StepOutcomeUnknown], unless the step was declared
+`retry=True`, in which case it takes the claim over and runs the step again under the same key.
+Claims and results live as long as the token they serve (plus `STEP_GRACE`). A store that
+cannot be reached, or does not answer within `STORE_TIMEOUT`, fails the step closed
+([StepStoreUnavailable][mrtr_trio.StepStoreUnavailable]): it never runs unrecorded. The same
+store makes tokens single-use when asked (`single_use=True`).
 
 On a live session the generator stays alive, so a step runs once by construction; its key is
 unique per flow and position, and the store is not consulted.
