@@ -276,3 +276,22 @@ async def test_a_store_of_its_own_without_weak_references_is_renewed(
         with pytest.raises(StepInProgress, match="still running"):
             await pay.present()
     assert values == ["receipt 1 for 5"]
+
+
+def test_retries_of_an_unknown_outcome_are_a_rate_limited_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A client retrying a step whose holder died gets StepOutcomeUnknown each time: one
+    # WARNING line without a traceback, rate-limited, not an ERROR traceback per retry.
+    import logging
+
+    from mrtr_trio.mcp._log import CLIENT_LOG_BURST, log_failure
+
+    caplog.set_level(logging.DEBUG, logger="mrtr_trio.mcp")
+    error = StepOutcomeUnknown("step charge: ... may or may not have happened")
+    for _ in range(CLIENT_LOG_BURST * 3):
+        log_failure("tool", "unknown-outcome", error)
+    records = [r for r in caplog.records if "unknown-outcome" in r.getMessage()]
+    warnings = [r for r in records if r.levelno == logging.WARNING]
+    assert len(warnings) == CLIENT_LOG_BURST and all(r.exc_info is None for r in warnings)
+    assert all(r.levelno in (logging.WARNING, logging.DEBUG) for r in records)

@@ -34,6 +34,7 @@ from .._errors import (
     RoundTimeout,
     StateTooLarge,
     StepInProgress,
+    StepOutcomeUnknown,
 )
 from .._ratelimit import RateLimitedLog
 from ._host import MRTR_METHODS
@@ -56,6 +57,7 @@ _ENDED_BY_CLIENT_OR_LIMIT = (
     MCPError,
     StateTooLarge,  # e.g. an answer too big to carry in the next requestState
     StepInProgress,  # a retry while another presentation of the token runs the step
+    StepOutcomeUnknown,  # retries of a step whose holder died: reported, not a fault here
 )
 #: At most `CLIENT_LOG_BURST` WARNING lines per `CLIENT_LOG_INTERVAL` seconds about flows of
 #: one handler ending alike on a limit or on the client; the others at DEBUG.
