@@ -180,13 +180,9 @@ SDK_SEAM = "mrtr_trio.mcp._sdk"
 #: The token-verifier interface `auth/` implements (the SDK's documented extension point for
 #: verifiers); `auth` cannot import `mcp/_sdk.py`, whose package imports `auth`.
 SDK_PUBLIC_NAMES = {("mcp.server.auth.provider", name) for name in ("AccessToken", "TokenVerifier")}
-#: SDK-internal imports in modules other helpers are changing right now; they move to
-#: `mcp/_sdk.py` once those changes land (the lead's follow-up). Listed exactly: the test also
-#: fails when one is no longer there, so that the list only shrinks.
-SDK_PENDING = {
-    ("mrtr_trio.mcp._tasks", "mcp.server.context", "ServerRequestContext"),
-    ("mrtr_trio.mcp._tasks", "mcp.shared.exceptions", "MCPError"),
-}
+#: SDK-internal imports waiting to move into `mcp/_sdk.py` (none now). Listed exactly: the test
+#: also fails when one is no longer there, so that the list only shrinks.
+SDK_PENDING: set[tuple[str, str, str]] = set()
 
 
 def test_never_an_event_loop_below_the_drivers() -> None:
