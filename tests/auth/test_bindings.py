@@ -1,7 +1,8 @@
 """Everything that outlives a request belongs to the principal whose token made it, proved end
 to end with a real authorization server's tokens: a `requestState` (also bound to the server's
 resource URL, the method and the target), a task, a legacy session; and a token whose scopes
-narrowed mid-flow cannot finish a flow that needs the scope it lost."""
+narrowed mid-flow cannot finish a flow that needs the scope it lost, nor read, answer or cancel
+a task whose tool needs it."""
 
 from __future__ import annotations
 
@@ -166,9 +167,12 @@ async def test_a_token_narrowed_mid_flow_cannot_finish_a_flow_needing_the_lost_s
     assert finished.json()["result"]["content"][0]["text"] == "administered db: True"
 
 
-async def test_a_token_narrowed_mid_task_cannot_answer_a_task_needing_the_lost_scope(
+async def test_a_token_narrowed_mid_task_is_refused_every_task_method_alike(
     nursery: trio.Nursery, idp: AuthServer
 ) -> None:
+    """`tasks/get`, `tasks/update` and `tasks/cancel` of a task whose tool needs a scope the
+    owner's token has lost get the same insufficient-scope refusal, while the task runs and
+    once it has finished (its result is not read); anyone else is told the task is unknown."""
     resource = new_resource()
     url = await serve(nursery, build(resource, idp))
     full = await idp.token("alpha", resource, "mcp:tools mcp:admin")
@@ -181,9 +185,41 @@ async def test_a_token_narrowed_mid_task_cannot_answer_a_task_needing_the_lost_s
                 break
             await trio.sleep(0.02)
     answers = {"taskId": task_id, "inputResponses": {k: YES for k in got["inputRequests"]}}
-    refused = await modern(url, "tasks/update", answers, narrowed)
-    assert refused.json()["error"]["code"] == -32602
-    assert "mcp:admin" in refused.json()["error"]["message"]
+    requests = {
+        "tasks/get": {"taskId": task_id},
+        "tasks/update": answers,
+        "tasks/cancel": {"taskId": task_id},
+    }
+    refusal = {
+        "code": -32602,
+        "message": f"task {task_id!r} runs a tool that needs the scopes mcp:admin, which this "
+        "token lacks",
+    }
+
+    async def refused_to(token: str) -> dict[str, Any]:
+        errors = {}
+        for method, params in requests.items():
+            response = await modern(url, method, params, token)
+            assert "result" not in response.json(), (method, response.text)
+            errors[method] = response.json()["error"]
+        return errors
+
+    assert await refused_to(narrowed) == dict.fromkeys(requests, refusal)
+    # Nothing was taken or cancelled.
     still = (await modern(url, "tasks/get", {"taskId": task_id}, full)).json()["result"]
     assert still["status"] == "input_required"
+    # The owner rule comes first: another principal (lacking mcp:admin too) learns nothing,
+    # not even the scopes the task's tool needs.
+    beta = await idp.token("beta", resource, "mcp:tools")
+    for method, error in (await refused_to(beta)).items():
+        assert error == {"code": -32602, "message": f"Unknown or expired task {task_id!r}"}, method
     assert (await modern(url, "tasks/update", answers, full)).status_code == 200
+    with trio.fail_after(10):
+        while True:
+            got = (await modern(url, "tasks/get", {"taskId": task_id}, full)).json()["result"]
+            if got["status"] == "completed":
+                break
+            await trio.sleep(0.02)
+    assert got["result"]["content"][0]["text"] == "administered db: True"
+    # Finished, its flow gone: the record alone refuses the narrowed token its result.
+    assert await refused_to(narrowed) == dict.fromkeys(requests, refusal)

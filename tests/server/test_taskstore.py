@@ -212,6 +212,7 @@ def test_wire_forms() -> None:
             2.5,
             None,
             owner=("client", "alice"),
+            scopes=("mcp:admin", "mcp:read"),
             poll_interval=0.5,
             status_message="waiting",
             input_requests={"ask": {"method": "elicitation/create", "params": {"n": [1, None]}}},
@@ -225,6 +226,7 @@ def test_the_json_form_round_trips(task: TaskRecord) -> None:
     through_json = json.loads(json.dumps(task.to_json()))
     assert TaskRecord.from_json(through_json) == task
     assert isinstance(TaskRecord.from_json(through_json).owner, tuple)
+    assert isinstance(TaskRecord.from_json(through_json).scopes, tuple)
 
 
 @pytest.mark.parametrize(
@@ -232,6 +234,8 @@ def test_the_json_form_round_trips(task: TaskRecord) -> None:
     [
         ({"status": "finished"}, "invalid status"),
         ({"owner": "alice"}, "invalid owner"),
+        ({"scopes": "mcp:admin"}, "invalid scopes"),
+        ({"scopes": [1]}, "invalid scopes"),
         ({"revision": 1.5, "ttl": "60"}, "invalid ttl, revision"),
         ({"revision": True}, "invalid revision"),
         ({"result": []}, "invalid result"),

@@ -126,7 +126,7 @@ class App:
         )
         add_middleware(self.server, log_calls, guard_request_state, lift_input_responses)
         self._tasks.register(self.server)
-        self._tasks.permits = self._permits
+        self._tasks.permits = self._holds
         self._scoped = False  # whether any handler has scopes
         self.auth = auth
 
@@ -249,12 +249,16 @@ class App:
     # --------------------------------------------------------------------------- lists
 
     def _permits(self, entry: Entry) -> bool:
-        """Whether the caller may use *entry*: always on unauthenticated transports (stdio,
-        in-process) and without scopes; else when its token holds the entry's scopes."""
-        if not entry.scopes or self._auth is None:
+        """Whether the caller may use *entry*: whether its token holds the entry's scopes."""
+        return self._holds(entry.scopes)
+
+    def _holds(self, scopes: Sequence[str]) -> bool:
+        """Whether the caller's token holds *scopes*: always on unauthenticated transports
+        (stdio, in-process) and when there are none; else as the token's scopes say."""
+        if not scopes or self._auth is None:
             return True
         token = get_access_token()
-        return token is None or not self._auth.missing(token.scopes, entry.scopes)
+        return token is None or not self._auth.missing(token.scopes, scopes)
 
     def _visible(self, kind: Kind) -> list[Entry]:
         """The entries of *kind* the caller may use, in registration order."""

@@ -265,7 +265,7 @@ class TaskFlow:
         if self.record is not None:
             return
         tasks = self.tasks
-        record = await tasks._create(self.owner, status="working")
+        record = await tasks._create(self.owner, self.entry.scopes, status="working")
         self.record = record
         tasks._by_task[record.task_id] = self
         if tasks.ttl is not None:

@@ -6,7 +6,7 @@ task is its creator's only, and anyone else is answered exactly as for an unknow
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -14,7 +14,6 @@ from mcp import MCPError
 
 from .._errors import INTERNAL_ERROR, INVALID_PARAMS, InvalidInputResponse
 from ._host import is_modern, principal
-from ._registry import Entry
 from ._sdk import ServerRequestContext, mcp_name_header
 from ._taskextension import declares_tasks, missing_tasks_extension
 from ._taskstore import TaskRecord, TaskStore
@@ -32,7 +31,7 @@ class TaskMethods:
 
     store: TaskStore
     _by_task: dict[str, TaskFlow]
-    permits: Callable[[Entry], bool]
+    permits: Callable[[Sequence[str]], bool]
 
     def register(self, server: Any) -> None:
         """Add `tasks/get`, `tasks/update` and `tasks/cancel` to *server*."""
@@ -53,12 +52,6 @@ class TaskMethods:
         if not record.terminal:  # a finished task acknowledges late answers
             if flow is None:
                 raise _elsewhere(record.task_id)
-            if not self.permits(flow.entry):  # a token narrowed since: it cannot go on
-                raise MCPError(
-                    INVALID_PARAMS,
-                    f"task {record.task_id!r} runs tool {flow.entry.name!r}, which needs the "
-                    f"scopes {' '.join(flow.entry.scopes)}; this token lacks some",
-                )
             try:
                 took = flow.deliver(responses)
             except InvalidInputResponse as error:
@@ -78,7 +71,10 @@ class TaskMethods:
 
     async def _find(self, ctx: ServerRequestContext[Any]) -> TaskRecord:
         """The checks every `tasks/*` request passes, in the order the extension gives:
-        era, routing header, the client's declaration, then the task id."""
+        era, routing header, the client's declaration, then the task id; then who may touch
+        the task: its owner only (anyone else is told it is unknown), with a token that still
+        holds the scopes of its tool (else the insufficient-scope refusal, `-32602` naming
+        them)."""
         method = ctx.method
         if not is_modern(ctx):
             raise MCPError(types.METHOD_NOT_FOUND, "Method not found", method)
@@ -95,6 +91,12 @@ class TaskMethods:
         record = await self.store.get(task_id)
         if record is None or record.owner != principal():
             raise MCPError(INVALID_PARAMS, f"Unknown or expired task {task_id!r}")
+        if not self.permits(record.scopes):  # its owner, with a token narrowed since
+            raise MCPError(
+                INVALID_PARAMS,
+                f"task {task_id!r} runs a tool that needs the scopes {' '.join(record.scopes)}, "
+                "which this token lacks",
+            )
         return record
 
 

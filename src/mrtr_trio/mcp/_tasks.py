@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -119,9 +119,9 @@ class Tasks(TaskMethods):
         )
         self._by_task: dict[str, TaskFlow] = {}
         self._flows: set[TaskFlow] = set()
-        #: Whether the caller's token may use a handler (the App's scope check; by default
-        #: everyone may).
-        self.permits: Callable[[Entry], bool] = lambda entry: True
+        #: Whether the caller's token holds these scopes (the App's scope check; by default
+        #: everyone does).
+        self.permits: Callable[[Sequence[str]], bool] = lambda scopes: True
         self._flows_by_owner: Counter[tuple[str, ...]] = Counter()
 
     # -------------------------------------------------------------------------- lifespan
@@ -174,7 +174,7 @@ class Tasks(TaskMethods):
         if isinstance(answer.error, _NoRoom):  # no room for the task at background()
             raise answer.error
         if entry.task == "required":  # it never went to the background: a task born finished
-            return await self._born_finished(flow.owner, answer)
+            return await self._born_finished(flow.owner, entry.scopes, answer)
         if answer.error is not None:
             raise answer.error
         assert answer.result is not None
@@ -223,13 +223,17 @@ class Tasks(TaskMethods):
         nursery.start_soon(flow.run)
         return flow
 
-    async def _born_finished(self, owner: tuple[str, ...], turn: _Ended) -> dict[str, Any]:
-        record = await self._create(owner, **_outcome(turn.result, turn.error))
+    async def _born_finished(
+        self, owner: tuple[str, ...], scopes: tuple[str, ...], turn: _Ended
+    ) -> dict[str, Any]:
+        record = await self._create(owner, scopes, **_outcome(turn.result, turn.error))
         return record.to_wire(detailed=False)
 
-    async def _create(self, owner: tuple[str, ...], **fields: Any) -> TaskRecord:
-        """Store a new task of *owner*'s, with these record fields (its status at least);
-        `_NoRoom` (-32603) when the store is full."""
+    async def _create(
+        self, owner: tuple[str, ...], scopes: tuple[str, ...], **fields: Any
+    ) -> TaskRecord:
+        """Store a new task of *owner*'s, for a tool needing *scopes*, with these record fields
+        (its status at least); `_NoRoom` (-32603) when the store is full."""
         now = self.store.clock()
         record = TaskRecord(
             task_id=f"task-{secrets.token_urlsafe(18)}",
@@ -237,6 +241,7 @@ class Tasks(TaskMethods):
             updated_at=now,
             ttl=self.ttl,
             owner=owner,
+            scopes=scopes,
             poll_interval=self.poll_interval,
             **fields,
         )

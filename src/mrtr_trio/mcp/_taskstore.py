@@ -48,6 +48,8 @@ class TaskRecord:
 
     - *owner*: the authenticated principal that created it (`()` when unauthenticated);
       only the same principal may read, answer or cancel it;
+    - *scopes*: the scopes its tool needed when it was created (`@app.tool(scopes=...)`); a
+      token must still hold them to read, answer or cancel it;
     - *input_requests*: wire key → embedded request JSON (`{"method", "params"}`), the asks
       still outstanding while the status is `input_required`;
     - *result*: the inlined `CallToolResult` JSON of a `completed` task;
@@ -61,6 +63,7 @@ class TaskRecord:
     updated_at: float
     ttl: float | None
     owner: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
     poll_interval: float | None = None
     status_message: str | None = None
     input_requests: Mapping[str, Any] = attrs.field(factory=dict)
@@ -88,6 +91,7 @@ class TaskRecord:
         [from_json][mrtr_trio.mcp.TaskRecord.from_json] reads it back."""
         data = attrs.asdict(self, recurse=False)
         data["owner"] = list(self.owner)
+        data["scopes"] = list(self.scopes)
         data["input_requests"] = dict(self.input_requests)
         for name in ("result", "error"):
             if data[name] is not None:
@@ -104,7 +108,7 @@ class TaskRecord:
         problems = [name for name, valid in _VALID.items() if not valid(data[name])]
         if problems:
             raise ValueError(f"a task record with invalid {', '.join(problems)}")
-        return cls(**{**data, "owner": tuple(data["owner"])})
+        return cls(**{**data, "owner": tuple(data["owner"]), "scopes": tuple(data["scopes"])})
 
     def to_wire(self, *, detailed: bool) -> dict[str, Any]:
         """The task as JSON: a `CreateTaskResult` (`detailed=False`: flat,
@@ -160,6 +164,7 @@ _VALID: dict[str, Callable[[Any], bool]] = {
     "updated_at": _number,
     "ttl": _optional(_number),
     "owner": lambda value: isinstance(value, list) and all(map(_text, value)),
+    "scopes": lambda value: isinstance(value, list) and all(map(_text, value)),
     "poll_interval": _optional(_number),
     "status_message": _optional(_text),
     "input_requests": _object,
