@@ -1,7 +1,8 @@
 """The `tasks/*` JSON-RPC methods of an App's [Tasks][mrtr_trio.mcp._tasks.Tasks]:
 `tasks/get`, `tasks/update` and `tasks/cancel` (`tasks/result` and `tasks/list` no longer exist
-and stay `-32601`), and the checks every one of them passes first, the owner rule included: a
-task is its creator's only, and anyone else is answered exactly as for an unknown task.
+and stay `-32601`), and the checks every one of them passes first, the access rule included: a
+task is its creator's only (anyone else is answered exactly as for an unknown task), and only
+with a token that still holds the scopes of its tool (else the insufficient-scope refusal).
 """
 
 from __future__ import annotations
