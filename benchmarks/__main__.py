@@ -24,14 +24,15 @@ from typing import Any
 import attrs
 import trio
 
-from . import core, e2e, journal, memory
+from . import core, e2e, floor, journal, memory, steady
+from ._timing import Paired, cpu_us, paired_cpu_us
 from .plot import journal_plot
 from .report import replace_block, tables
 from .targets import insane, verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-SECTIONS = ("core", "memory", "journal", "e2e")
+SECTIONS = ("core", "memory", "journal", "e2e", "load")
 
 
 @attrs.frozen
@@ -44,8 +45,12 @@ class Plan:
     lengths: tuple[int, ...]
     resolve_lengths: tuple[int, ...]
     sweep_budget: float
-    e2e_iterations: int
+    e2e_iterations: int  # per run
     e2e_warmup: int
+    e2e_runs: int
+    load_flows: int  # per burst
+    load_bursts: int
+    load_settle: float  # seconds idle before each burst's RSS
 
 
 FULL = Plan(
@@ -55,8 +60,12 @@ FULL = Plan(
     lengths=(1, 3, 10, 30, 100, 300, 1000),
     resolve_lengths=(1, 3, 10, 30, 100, 300),
     sweep_budget=0.3,
-    e2e_iterations=300,
+    e2e_iterations=200,
     e2e_warmup=10,
+    e2e_runs=3,
+    load_flows=1000,
+    load_bursts=3,
+    load_settle=5.0,
 )
 QUICK = Plan(
     budget=0.05,
@@ -67,6 +76,10 @@ QUICK = Plan(
     sweep_budget=0.02,
     e2e_iterations=3,
     e2e_warmup=1,
+    e2e_runs=1,
+    load_flows=20,
+    load_bursts=3,
+    load_settle=0.2,
 )
 
 
@@ -102,17 +115,45 @@ def _machine() -> dict[str, Any]:
     }
 
 
-async def _core(plan: Plan) -> dict[str, Any]:
-    rounds = await core.modern_rounds(plan.budget)
-    live = await core.live_round(plan.budget)
+def _pair(key: str, pair: Paired, per: float = 1.0) -> dict[str, Any]:
+    """A round, its floor and their ratio, as the results hold them (CPU figures *per* call)."""
     return {
-        "modern_3_complete_us": rounds["complete"].as_json(),
-        "modern_3_checkpoint_us": rounds["checkpoint"].as_json(),
+        f"{key}_us": core.scaled(pair.numerator, per).as_json(),
+        f"{key}_floor_us": core.scaled(pair.denominator, per).as_json(),
+        f"{key}_ratio": pair.ratio.as_json(),
+    }
+
+
+async def _core(plan: Plan) -> dict[str, Any]:
+    """Each targeted round side by side with its floor; the other rounds alone."""
+    rounds = await core.trip_rounds()
+    long_round = await core.long_round(plan.long_answers)
+    live = await core.checked_live_calls()
+    budget = plan.budget
+    return {
+        **_pair(
+            "modern_3",
+            await paired_cpu_us(rounds["complete"], floor.trip_floor(), budget=budget),
+        ),
+        "modern_3_checkpoint_us": (await cpu_us(rounds["checkpoint"], budget=budget)).as_json(),
         "long_answers": plan.long_answers,
-        "modern_long_us": (await core.long_journal(plan.long_answers, plan.budget)).as_json(),
-        "live_round_us": live["trip"].as_json(),
-        "live_round_waiting_us": live["trip_waiting"].as_json(),
-        "live_round_survey_us": live["survey"].as_json(),
+        **_pair(
+            "modern_long",
+            await paired_cpu_us(long_round, floor.survey_floor(plan.long_answers), budget=budget),
+        ),
+        # Per round: the trip's 4 rounds, setup included.
+        **_pair(
+            "live",
+            await paired_cpu_us(live.trip, floor.live_floor(live.ask), budget=budget),
+            1 / 4,
+        ),
+        "live_bare_trip_us": core.scaled(
+            await cpu_us(floor.bare_trip, budget=budget / 2), 1 / 4
+        ).as_json(),
+        "live_waiting_us": core.scaled(
+            await cpu_us(live.trip_waiting, budget=budget), 1 / 4
+        ).as_json(),
+        "live_survey_us": core.scaled(await cpu_us(live.survey, budget=budget), 1 / 100).as_json(),
         "token_chars": await core.token_sizes(),
     }
 
@@ -143,7 +184,12 @@ def run(plan: Plan, sections: tuple[str, ...]) -> dict[str, Any]:
         "core": lambda: trio.run(_core, plan),
         "memory": lambda: {"flows": plan.memory_flows, **memory.per_flow(plan.memory_flows)},
         "journal": lambda: trio.run(_journal, plan),
-        "e2e": lambda: trio.run(e2e.side_by_side, plan.e2e_iterations, plan.e2e_warmup),
+        "e2e": lambda: trio.run(
+            e2e.side_by_side, plan.e2e_iterations, plan.e2e_warmup, plan.e2e_runs
+        ),
+        "load": lambda: trio.run(
+            steady.bursts, plan.load_flows, plan.load_bursts, plan.load_settle
+        ),
     }
     for section in sections:
         print(f"running {section} ...", flush=True)
@@ -194,10 +240,17 @@ def main() -> int:
 def _measure(
     options: argparse.Namespace, plan: Plan, sections: tuple[str, ...], complete: bool, out: Path
 ) -> int:
-    """Run *sections* of *plan*, write JSON and the plot to *out*, print the tables, and say
-    how it went (0, 1 for missed targets on a full run, 2 for insane output)."""
+    """Run *sections* of *plan* and `conclude`."""
     out.mkdir(parents=True, exist_ok=True)
-    results = run(plan, sections)
+    return conclude(run(plan, sections), options, complete, out)
+
+
+def conclude(
+    results: dict[str, Any], options: argparse.Namespace, complete: bool, out: Path
+) -> int:
+    """Judge *results*, write JSON and the plot to *out*, print the tables, and say how it
+    went: 0; 1 on a full run that missed a target (each named on stderr); 2 for insane
+    output, in any mode."""
     found = verdicts(results)
     results["targets"] = [v.as_json() for v in found]
     (out / "benchmarks.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -235,6 +288,7 @@ def _measure(
         print("\nMISSED TARGETS:", file=sys.stderr)
         for v in missed:
             print(f"  {v.name}: {v.value:.4g} {v.unit} > {v.limit:g} {v.unit}", file=sys.stderr)
+        sys.stderr.flush()
         return 1
     return 0
 

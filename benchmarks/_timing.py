@@ -1,5 +1,6 @@
-"""Measuring: process CPU time per call, in batches sized to a time budget, and the summary
-(median and 10th-90th percentiles) of a set of samples."""
+"""Measuring: process CPU time per call, in batches sized to a time budget; two calls measured
+side by side, batch for batch, for their ratio; and the summary (median and 10th-90th
+percentiles) of a set of samples."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["Stats", "cpu_us"]
+__all__ = ["Paired", "Stats", "cpu_us", "paired_cpu_us"]
 
 
 @attrs.frozen
@@ -56,19 +57,73 @@ async def cpu_us(
     *budget* seconds of CPU are spent and at least *min_batches* batches are done; each batch
     gives one sample (its time divided by its size).
     """
+    batch = await _batch_size(call)
+    samples: list[float] = []
+    spent = 0.0
+    while spent < budget * 1e6 or len(samples) < min_batches:
+        sample = await _batch(call, batch)
+        spent += sample * batch
+        samples.append(sample)
+    return Stats.of(samples)
+
+
+@attrs.frozen
+class Paired:
+    """Two calls timed side by side: each one's CPU per call, and their ratio (the median of
+    the ratios of batches run back to back)."""
+
+    numerator: Stats
+    denominator: Stats
+    ratio: Stats
+
+
+async def _batch_size(call: Callable[[], Awaitable[Any]]) -> int:
     await call()  # warm caches and imports
     gc.collect()
     start = time.process_time_ns()
     await call()
     once = max(time.process_time_ns() - start, 1)
-    batch = max(1, 2_000_000 // once)
-    samples: list[float] = []
-    spent = 0
-    while spent < budget * 1e9 or len(samples) < min_batches:
-        start = time.process_time_ns()
-        for _ in range(batch):
-            await call()
-        elapsed = time.process_time_ns() - start
-        spent += elapsed
-        samples.append(elapsed / batch / 1000)
-    return Stats.of(samples)
+    return max(1, 2_000_000 // once)
+
+
+async def _batch(call: Callable[[], Awaitable[Any]], size: int) -> float:
+    start = time.process_time_ns()
+    for _ in range(size):
+        await call()
+    return (time.process_time_ns() - start) / size / 1000
+
+
+async def paired_cpu_us(
+    numerator: Callable[[], Awaitable[Any]],
+    denominator: Callable[[], Awaitable[Any]],
+    *,
+    budget: float,
+    min_pairs: int = 9,
+) -> Paired:
+    """Process CPU time of ``await numerator()`` and ``await denominator()``, in microseconds,
+    and the ratio of the first to the second, robust to a machine whose speed drifts.
+
+    The two run in alternating batches (of at least 2 ms each, the order swapped each pair) until
+    *budget* seconds of CPU are spent and at least *min_pairs* pairs are done. Each pair's two
+    batches run back to back, so they meet the same machine (the same competing work, the same
+    clock speed, the same caches); the ratio is the median of the pairs' ratios, so a pair that
+    another process disturbed is outvoted, whichever side it hit.
+    """
+    sizes = (await _batch_size(numerator), await _batch_size(denominator))
+    tops: list[float] = []
+    bottoms: list[float] = []
+    spent = time.process_time()
+    while time.process_time() - spent < budget or len(tops) < min_pairs:
+        if len(tops) % 2:
+            bottom = await _batch(denominator, sizes[1])
+            top = await _batch(numerator, sizes[0])
+        else:
+            top = await _batch(numerator, sizes[0])
+            bottom = await _batch(denominator, sizes[1])
+        tops.append(top)
+        bottoms.append(bottom)
+    return Paired(
+        Stats.of(tops),
+        Stats.of(bottoms),
+        Stats.of([t / b for t, b in zip(tops, bottoms, strict=True)]),
+    )

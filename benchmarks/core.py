@@ -6,9 +6,10 @@ the round that checkpoints), a modern round with a long journal, a live round wi
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from typing import Any
 
+import attrs
 import trio
 
 from mrtr_trio import Complete, ElicitRequest, InputRequired, Runtime
@@ -17,13 +18,19 @@ from . import flows
 from ._timing import Stats, cpu_us
 
 __all__ = [
+    "LiveCalls",
+    "checked_live_calls",
     "drive",
+    "live_calls",
     "live_round",
     "long_journal",
+    "long_round",
     "modern_rounds",
     "round_call",
+    "scaled",
     "survey_runtime",
     "token_sizes",
+    "trip_rounds",
 ]
 
 TRIP_ARGUMENTS = {"traveller": flows.TRAVELLER}
@@ -75,9 +82,10 @@ def round_call(
     return call
 
 
-async def modern_rounds(budget: float) -> dict[str, Stats]:
-    """The 4-question trip: the round that replays 3 answers and completes, and the round that
-    replays 2, takes the 3rd and checkpoints (a token of 3 answers)."""
+async def trip_rounds() -> dict[str, Callable[[], Any]]:
+    """The 4-question trip's retries: the round that replays 3 answers and completes, and the
+    round that replays 2, takes the 3rd and checkpoints (a token of 3 answers); each checked
+    once."""
     runtime = Runtime([secrets.token_bytes(32)])
     states = await drive(runtime, flows.plan_trip, TRIP_ARGUMENTS, keep=(2, 3))
     complete = round_call(runtime, flows.plan_trip, TRIP_ARGUMENTS, states[3])
@@ -86,10 +94,12 @@ async def modern_rounds(budget: float) -> dict[str, Stats]:
     assert isinstance(outcome, Complete), outcome
     assert outcome.value.startswith("Booked Lisbon"), outcome
     assert isinstance(await checkpoint(), InputRequired)
-    return {
-        "complete": await cpu_us(complete, budget=budget),
-        "checkpoint": await cpu_us(checkpoint, budget=budget),
-    }
+    return {"complete": complete, "checkpoint": checkpoint}
+
+
+async def modern_rounds(budget: float) -> dict[str, Stats]:
+    """CPU per call of each of `trip_rounds`."""
+    return {name: await cpu_us(call, budget=budget) for name, call in (await trip_rounds()).items()}
 
 
 def survey_runtime(questions: int) -> Runtime:
@@ -101,22 +111,38 @@ def survey_runtime(questions: int) -> Runtime:
     )
 
 
-async def long_journal(answers: int, budget: float) -> Stats:
-    """The round that replays *answers* recorded answers, takes one more and completes."""
+async def long_round(answers: int) -> Callable[[], Any]:
+    """The survey's round that replays *answers* recorded answers, takes one more and
+    completes; checked once."""
     runtime = survey_runtime(answers + 1)
     arguments = {"n": answers + 1}
     at = (await drive(runtime, flows.survey, arguments, keep=(answers,)))[answers]
     call = round_call(runtime, flows.survey, arguments, at)
     outcome = await call()
     assert isinstance(outcome, Complete) and outcome.value == answers + 1, outcome
-    return await cpu_us(call, budget=budget, min_batches=10)
+    return call
 
 
-async def live_round(budget: float) -> dict[str, Stats]:
-    """`Runtime.run_live` with an ``ask`` that answers at once: the 4-question trip (its CPU
-    divided by 4 rounds, setup included) and a 100-question survey (per round); and the trip
-    with an ``ask`` that waits once (a trio checkpoint) before answering, which is what arms
-    the round's deadline (an ask that never waits cannot be timed out, so it pays for none)."""
+async def long_journal(answers: int, budget: float) -> Stats:
+    """CPU per call of `long_round`."""
+    return await cpu_us(await long_round(answers), budget=budget, min_batches=10)
+
+
+@attrs.frozen
+class LiveCalls:
+    """Whole live flows through `Runtime.run_live`, and the ``ask`` they use."""
+
+    ask: Callable[[str, Any], Awaitable[Any]]  # answers at once
+    trip: Callable[[], Awaitable[Any]]  # the 4-question trip
+    trip_waiting: Callable[[], Awaitable[Any]]  # the trip, with an ask that waits once
+    survey: Callable[[], Awaitable[Any]]  # a 100-question survey
+
+
+def live_calls() -> LiveCalls:
+    """`Runtime.run_live` with an ``ask`` that answers at once: the 4-question trip and a
+    100-question survey; and the trip with an ``ask`` that waits once (a trio checkpoint)
+    before answering, which is what arms the round's deadline (an ask that never waits cannot
+    be timed out, so it pays for none)."""
     runtime = survey_runtime(100)
     answers: dict[str, Any] = {}
 
@@ -144,20 +170,34 @@ async def live_round(budget: float) -> dict[str, Stats]:
     async def survey() -> Any:
         return await runtime.run_live(flows.survey, {"n": 100}, ask)
 
-    assert (await trip()).startswith("Booked Lisbon")
-    assert (await trip_waiting()).startswith("Booked Lisbon")
-    assert await survey() == 100
-    per_flow = await cpu_us(trip, budget=budget)
-    per_waiting = await cpu_us(trip_waiting, budget=budget)
-    per_survey = await cpu_us(survey, budget=budget)
+    return LiveCalls(ask, trip, trip_waiting, survey)
+
+
+async def checked_live_calls() -> LiveCalls:
+    """`live_calls`, each flow run once and its result checked."""
+    calls = live_calls()
+    assert (await calls.trip()).startswith("Booked Lisbon")
+    assert (await calls.trip_waiting()).startswith("Booked Lisbon")
+    assert await calls.survey() == 100
+    return calls
+
+
+async def live_round(budget: float) -> dict[str, Stats]:
+    """CPU per round of `live_calls`: the trip's CPU divided by its 4 rounds (setup included),
+    the survey's by its 100."""
+    calls = await checked_live_calls()
+    per_flow = await cpu_us(calls.trip, budget=budget)
+    per_waiting = await cpu_us(calls.trip_waiting, budget=budget)
+    per_survey = await cpu_us(calls.survey, budget=budget)
     return {
-        "trip": _scaled(per_flow, 1 / 4),
-        "trip_waiting": _scaled(per_waiting, 1 / 4),
-        "survey": _scaled(per_survey, 1 / 100),
+        "trip": scaled(per_flow, 1 / 4),
+        "trip_waiting": scaled(per_waiting, 1 / 4),
+        "survey": scaled(per_survey, 1 / 100),
     }
 
 
-def _scaled(stats: Stats, factor: float) -> Stats:
+def scaled(stats: Stats, factor: float) -> Stats:
+    """*stats* with every figure times *factor* (per flow to per round)."""
     return Stats(stats.median * factor, stats.p10 * factor, stats.p90 * factor, stats.samples)
 
 

@@ -12,7 +12,9 @@ hypercorn settings.
 
 Per transport and era, the three servers run at once and the iterations interleave them (the
 order rotates each iteration), so machine noise hits all three alike. Each flow's wall-clock
-latency is timed at the client, and a/c and a/b are medians of the per-iteration ratios. Each
+latency is timed at the client; a run's a/c and a/b are medians of its per-iteration ratios.
+Every transport and era is run three times (fresh processes each run, the runs of all legs
+interleaved), and its a/c and a/b are the medians of its three runs'. Each
 server's CPU time (utime + stime from ``/proc/PID/stat``, clock-tick resolution) is read before
 and after the timed iterations. A flow is 4 legs in both
 eras: on 2026-07-28 four ``tools/call`` requests, on legacy one call and three
@@ -31,6 +33,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import mcp_types as types
 import trio
 from mcp import Client, StdioServerParameters
@@ -116,7 +119,17 @@ async def _state_sizes(session: Client) -> list[int]:
     return [len(states[k].request_state or "") for k in (0, 1, 2)]
 
 
-async def _combo(transport: str, era: str, iterations: int, warmup: int) -> dict[str, Any]:
+@attrs.frozen
+class _Run:
+    """One interleaved run of a transport and era: each server's latencies (ms, in iteration
+    order), its CPU seconds over them, and its token sizes."""
+
+    latencies: dict[str, list[float]]
+    cpu_seconds: dict[str, float]
+    sizes: dict[str, list[int]]
+
+
+async def _combo(transport: str, era: str, iterations: int, warmup: int) -> _Run:
     names = list(IMPLEMENTATIONS)
     with tempfile.TemporaryDirectory() as scratch:
         async with AsyncExitStack() as stack:
@@ -142,47 +155,54 @@ async def _combo(transport: str, era: str, iterations: int, warmup: int) -> dict
                     start = time.perf_counter_ns()
                     await flow(clients[name])
                     latencies[name].append((time.perf_counter_ns() - start) / 1e6)
-            cpu_after = {name: cpu_seconds(pids[name]()) for name in names}
+            cpu = {name: cpu_seconds(pids[name]()) - cpu_before[name] for name in names}
             sizes = {}
             if ERAS[era] != "legacy":
                 sizes = {name: await _state_sizes(clients[name]) for name in names}
-    return _summary(names, latencies, cpu_before, cpu_after, sizes, iterations)
+    return _Run(latencies, cpu, sizes)
 
 
-def _summary(
-    names: list[str],
-    latencies: dict[str, list[float]],
-    cpu_before: dict[str, float],
-    cpu_after: dict[str, float],
-    sizes: dict[str, list[int]],
-    iterations: int,
-) -> dict[str, Any]:
+def _paired(run: _Run, x: str, y: str) -> float:
+    """The median of the per-iteration ratios of *x*'s latency to *y*'s: flows of one
+    iteration run back to back, so they share the machine's state."""
+    pairs = zip(run.latencies[x], run.latencies[y], strict=True)
+    return statistics.median(p / q for p, q in pairs)
+
+
+def _summary(names: list[str], runs: list[_Run]) -> dict[str, Any]:
+    """The runs of one transport and era: a/c and a/b are the medians of the runs' own paired
+    ratios (a run's ratio is already a median); latency and CPU pool every run."""
     a, b, c = names
-    per_flow_cpu = {n: (cpu_after[n] - cpu_before[n]) * 1e3 / iterations for n in names}
+    iterations = sum(len(run.latencies[a]) for run in runs)
+    latencies = {n: [ms for run in runs for ms in run.latencies[n]] for n in names}
+    per_flow_cpu = {n: sum(run.cpu_seconds[n] for run in runs) * 1e3 / iterations for n in names}
     median = {n: statistics.median(latencies[n]) for n in names}
-
-    def paired(x: str, y: str) -> float:
-        return statistics.median(p / q for p, q in zip(latencies[x], latencies[y], strict=True))
-
+    per_run = [{"a/c": _paired(run, a, c), "a/b": _paired(run, a, b)} for run in runs]
     return {
         "latency_ms": {n: Stats.of(latencies[n]).as_json() for n in names},
         "server_cpu_ms_per_flow": per_flow_cpu,
         "server_cpu_ms_per_leg": {n: per_flow_cpu[n] / LEGS for n in names},
-        # Judged on the paired ratio: flows of one iteration run back to back, so they share the
-        # machine's state; the ratio of the medians is kept for reference.
-        "a/c": paired(a, c),
-        "a/b": paired(a, b),
+        # Judged on the median over runs of each run's paired ratio; the ratio of the pooled
+        # medians is kept for reference.
+        "a/c": statistics.median(r["a/c"] for r in per_run),
+        "a/b": statistics.median(r["a/b"] for r in per_run),
+        "runs": per_run,
         "a/c of medians": median[a] / median[c],
         "a/b of medians": median[a] / median[b],
-        "state_chars": {n: sizes[n] for n in sizes},
+        "state_chars": dict(runs[-1].sizes),
         "iterations": iterations,
     }
 
 
-async def side_by_side(iterations: int, warmup: int) -> dict[str, dict[str, Any]]:
-    """Every transport x era: ``"stdio 2026-07-28"`` -> its summary."""
-    results: dict[str, dict[str, Any]] = {}
-    for transport in TRANSPORTS:
-        for era in ERAS:
-            results[f"{transport} {era}"] = await _combo(transport, era, iterations, warmup)
-    return results
+async def side_by_side(iterations: int, warmup: int, runs: int = 3) -> dict[str, dict[str, Any]]:
+    """Every transport x era: ``"stdio 2026-07-28"`` -> its summary over *runs* runs of
+    *iterations* interleaved flows each. The runs interleave too: every transport and era has
+    its first run before any has its second, so a noisy minute of the host touches one run of
+    several legs rather than every run of one."""
+    combos = [(transport, era) for transport in TRANSPORTS for era in ERAS]
+    done: dict[tuple[str, str], list[_Run]] = {combo: [] for combo in combos}
+    for _ in range(runs):
+        for transport, era in combos:
+            done[transport, era].append(await _combo(transport, era, iterations, warmup))
+    names = list(IMPLEMENTATIONS)
+    return {f"{t} {e}": _summary(names, done[t, e]) for t, e in combos}

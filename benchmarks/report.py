@@ -54,14 +54,17 @@ def _num(value: float) -> str:
     return f"{value:.2f}"
 
 
+def _ratio(stats: Mapping[str, float]) -> str:
+    return f"{stats['median']:.2f}x ({stats['p10']:.2f}-{stats['p90']:.2f})"
+
+
 def _core(core: Mapping[str, Any]) -> Table:
     n = core["long_answers"]
     tokens = core["token_chars"]
     rows = [
-        [
-            "modern round, 3-answer journal: replay 3, answer, complete",
-            _us(core["modern_3_complete_us"]),
-        ],
+        ["modern round, 3-answer journal: replay 3, answer, complete", _us(core["modern_3_us"])],
+        ["its floor (`benchmarks.floor`), measured side by side", _us(core["modern_3_floor_us"])],
+        ["the round against its floor", _ratio(core["modern_3_ratio"])],
         [
             "modern round, 3-answer journal: replay 2, answer, checkpoint 3",
             _us(core["modern_3_checkpoint_us"]),
@@ -70,16 +73,27 @@ def _core(core: Mapping[str, Any]) -> Table:
             f"modern round, {n}-answer journal: replay {n}, answer, complete",
             _us(core["modern_long_us"]),
         ],
+        ["its floor, measured side by side", _us(core["modern_long_floor_us"])],
+        ["the round against its floor", _ratio(core["modern_long_ratio"])],
         [
             f"cost per replayed entry ({n}-answer round / {n})",
             f"{_num(core['modern_long_us']['median'] / n)} µs",
         ],
-        ["live round (4-question trip, per round, setup included)", _us(core["live_round_us"])],
+        ["live round (4-question trip, per round, setup included)", _us(core["live_us"])],
+        [
+            "its floor (the bare trip through the same handler), measured side by side",
+            _us(core["live_floor_us"]),
+        ],
+        ["the round against its floor", _ratio(core["live_ratio"])],
+        [
+            "a bare async generator's trip (no handler, no checks; for reference)",
+            _us(core["live_bare_trip_us"]),
+        ],
         [
             "live round, an ask that waits once (4-question trip, per round, setup included)",
-            _us(core.get("live_round_waiting_us")),
+            _us(core["live_waiting_us"]),
         ],
-        ["live round (100-question survey, per round)", _us(core["live_round_survey_us"])],
+        ["live round (100-question survey, per round)", _us(core["live_survey_us"])],
         [
             "trip `requestState` after 0 / 1 / 2 answers",
             f"{tokens['answers_0']} / {tokens['answers_1']} / {tokens['answers_2']} chars",
@@ -111,14 +125,17 @@ def _e2e(e2e: Mapping[str, Any]) -> list[Table]:
     latency, cpu, state = [], [], []
     for combo, result in e2e.items():
         medians = [f"{result['latency_ms'][n]['median']:.2f}" for n in names]
+        runs = result["runs"]
         latency.append(
             [
                 combo,
                 *medians,
                 f"{result['a/c']:.3f}",
                 f"{result['a/b']:.3f}",
+                " / ".join(f"{r['a/c']:.3f}" for r in runs),
+                " / ".join(f"{r['a/b']:.3f}" for r in runs),
                 f"{result['a/c of medians']:.3f} / {result['a/b of medians']:.3f}",
-                str(result["iterations"]),
+                f"{len(runs)} x {result['iterations'] // len(runs)}",
             ]
         )
         cpu.append([combo, *(f"{result['server_cpu_ms_per_leg'][n]:.2f}" for n in names)])
@@ -128,9 +145,21 @@ def _e2e(e2e: Mapping[str, Any]) -> list[Table]:
             )
     return [
         Table(
-            "End to end: the 3-question trip, wall-clock latency per flow (median ms) and the "
-            "median per-iteration ratios; a = mrtr_trio, b = sdk-resolve, c = sdk-handbuilt",
-            ["transport, era", "a", "b", "c", "a/c", "a/b", "ratios of medians", "flows each"],
+            "End to end: the 3-question trip, wall-clock latency per flow (median ms, all runs) "
+            "and the ratios (the median of the runs' own, each the median of its per-iteration "
+            "ratios); a = mrtr_trio, b = sdk-resolve, c = sdk-handbuilt",
+            [
+                "transport, era",
+                "a",
+                "b",
+                "c",
+                "a/c",
+                "a/b",
+                "a/c per run",
+                "a/b per run",
+                "ratios of medians",
+                "runs x flows",
+            ],
             latency,
         ),
         Table(
@@ -144,6 +173,49 @@ def _e2e(e2e: Mapping[str, Any]) -> list[Table]:
             state,
         ),
     ]
+
+
+def _load(load: Mapping[str, Any]) -> Table:
+    rows = []
+    for era, result in load.items():
+        before = result["rss_before_mib"]
+        for k, burst in enumerate(result["bursts"], 1):
+            errors = ", ".join(
+                f"{kind} x{n}" for kind, n in sorted(burst["errors_by_kind"].items())
+            )
+            rows.append(
+                [
+                    era,
+                    str(k),
+                    f"{burst['completed']:,}",
+                    errors or "0",
+                    f"{burst['p50_ms']:,.0f}",
+                    f"{burst['p99_ms']:,.0f}",
+                    f"{burst['wall_s']:.1f}",
+                    f"{burst['rss_peak_mib']:.1f}",
+                    f"{burst['rss_after_mib']:.1f}",
+                    f"{(burst['rss_after_mib'] / before - 1) * 100:+.1f}%",
+                ]
+            )
+            before = burst["rss_after_mib"]
+    first = next(iter(load.values()))
+    return Table(
+        f"Load: bursts of {first['flows']:,} simultaneous flows per era, one server each era, "
+        f"HTTP on loopback, default settings (RSS read after {first['settle_s']:g} s idle)",
+        [
+            "era",
+            "burst",
+            "completed",
+            "errors",
+            "p50 ms",
+            "p99 ms",
+            "wall s",
+            "RSS peak MiB",
+            "RSS after MiB",
+            "after vs the step before",
+        ],
+        rows,
+    )
 
 
 def _journal(journal: Mapping[str, Any]) -> Table:
@@ -171,16 +243,16 @@ def _targets(verdicts: Sequence[Verdict], enforced: bool) -> Table:
         word = "met" if v.met else "MISSED"
         return word if enforced else f"{word} (not enforced)"
 
+    def value(v: Verdict) -> str:
+        if v.value is None:
+            return "-"
+        figure = f"{v.value:.2f}" if v.unit in ("x", "%") else _num(v.value)
+        return f"{figure} {v.unit}"
+
     rows = [
-        [
-            v.name,
-            "-" if v.value is None else f"{_num(v.value)} {v.unit}",
-            f"≤ {_num(v.limit)} {v.unit}",
-            status(v),
-        ]
-        for v in verdicts
+        [v.name, value(v), f"≤ {v.limit:g} {v.unit}", v.detail or "-", status(v)] for v in verdicts
     ]
-    return Table("Targets (issue 7)", ["target", "measured", "limit", "status"], rows)
+    return Table("Targets (issue 19)", ["target", "measured", "limit", "from", "status"], rows)
 
 
 def tables(results: Mapping[str, Any], verdicts: Sequence[Verdict], enforced: bool) -> list[Table]:
@@ -194,6 +266,8 @@ def tables(results: Mapping[str, Any], verdicts: Sequence[Verdict], enforced: bo
         found.append(_journal(results["journal"]))
     if "e2e" in results:
         found += _e2e(results["e2e"])
+    if results.get("load"):
+        found.append(_load(results["load"]))
     found.append(_targets(verdicts, enforced))
     return found
 
