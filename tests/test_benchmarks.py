@@ -346,3 +346,27 @@ def test_the_stacks_benchmark_serves_each_server_behind_both_stacks() -> None:
     assert set(VARIANTS) <= set(result)
     for label in VARIANTS:
         assert 0 <= result[label]["median_ms"] < 1000  # CPU per leg: finite and sane
+
+
+def test_end_to_end_ratios_are_the_median_of_the_runs_own_paired_medians() -> None:
+    from benchmarks.e2e import _Run, _summary
+
+    names = list(IMPLEMENTATIONS)
+
+    def run(a: list[float], b: list[float], c: list[float]) -> _Run:
+        return _Run(dict(zip(names, (a, b, c), strict=True)), dict.fromkeys(names, 0.3), {})
+
+    runs = [
+        # per-iteration a/c: 0.9, 1.0, 1.1 -> 1.0; a/b 0.5
+        run([9.0, 10.0, 11.0], [18.0, 20.0, 22.0], [10.0, 10.0, 10.0]),
+        # a host that stalled a for the whole run: a/c 2.0, a/b 1.0
+        run([20.0, 20.0, 20.0], [20.0, 20.0, 20.0], [10.0, 10.0, 10.0]),
+        # a/c 0.8 twice and 5.0 once (one flow stalled) -> 0.8; a/b 0.4
+        run([8.0, 8.0, 50.0], [20.0, 20.0, 125.0], [10.0, 10.0, 10.0]),
+    ]
+    summary = _summary(names, runs)
+    assert [r["a/c"] for r in summary["runs"]] == [1.0, 2.0, 0.8]
+    assert summary["a/c"] == 1.0 and summary["a/b"] == 0.5
+    assert summary["iterations"] == 9
+    assert summary["latency_ms"]["mrtr_trio"]["samples"] == 9  # pooled over the runs
+    assert summary["server_cpu_ms_per_flow"]["mrtr_trio"] == pytest.approx(0.9 * 1e3 / 9)
