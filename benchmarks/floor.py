@@ -84,11 +84,11 @@ def modern_floor(
     last: Mapping[str, Any],
 ) -> Call:
     """The bare round of *handler* that replays *recorded* answers (their content), takes
-    *last* and completes."""
+    *last* and completes; the round returns what the handler yielded last."""
     token = _token(recorded)
     encoded = token.encode().translate(_FROM_URLSAFE) + _PADDING[len(token) % 4]
 
-    async def bare_round() -> None:
+    async def bare_round() -> Any:
         binding = blake3.blake3(cbor2.dumps([name, dict(arguments), b""], canonical=True)).digest()
         raw = binascii.a2b_base64(encoded, strict_mode=True)
         blake3.blake3(binding + raw[:-16], key=_KEY).digest(16)
@@ -98,8 +98,9 @@ def modern_floor(
         await generator.asend(None)
         for answer in answers:
             await generator.asend(answer)
-        await generator.asend(ElicitResult("accept", last))
+        finished = await generator.asend(ElicitResult("accept", last))
         await generator.aclose()
+        return finished
 
     return bare_round
 
@@ -124,9 +125,10 @@ def survey_floor(answers: int) -> Call:
 
 def live_floor(ask: Callable[[str, Any], Awaitable[Any]]) -> Call:
     """The bare live trip: the 4-question trip's generator, each request it yields answered by
-    *ask* (the live benchmark's) and sent back as the answer the handler reads, unchecked."""
+    *ask* (the live benchmark's) and sent back as the answer the handler reads, unchecked; the
+    trip returns what the handler yielded last."""
 
-    async def bare_trip() -> None:
+    async def bare_trip() -> Any:
         generator: Any = flows.plan_trip(Context("legacy", None), **core.TRIP_ARGUMENTS)
         request = await generator.asend(None)
         for _ in range(4):
@@ -135,6 +137,7 @@ def live_floor(ask: Callable[[str, Any], Awaitable[Any]]) -> Call:
                 trusted_elicit_result(reply["action"], reply["content"])
             )
         await generator.aclose()
+        return request
 
     return bare_trip
 

@@ -24,6 +24,7 @@ from benchmarks.targets import (
     insane,
     verdicts,
 )
+from mrtr_trio import done
 
 
 def stats(median: float) -> dict[str, float]:
@@ -326,6 +327,25 @@ def test_the_floor_benchmark_runs() -> None:
 
     cost = trio.run(floor_us, 0.01)
     assert 0 < cost < 100_000  # microseconds: finite and sane, whatever the machine
+
+
+def test_every_floor_runs_its_handler_to_the_end() -> None:
+    import trio
+
+    from benchmarks import core, flows
+    from benchmarks.floor import bare_trip, live_floor, survey_floor, trip_floor
+
+    async def each() -> None:
+        # Each floor steps its handler through every question to its done(...), as the
+        # real round does.
+        assert await trip_floor()() == done(flows.booking("Ada", "Lisbon", "2026-09-01", 3))
+        assert await survey_floor(30)() == done(31)
+        assert await live_floor(core.live_calls().ask)() == done(
+            flows.booking("Ada", "Lisbon", "2026-09-01", 3)
+        )
+        await bare_trip()
+
+    trio.run(each)
 
 
 @pytest.mark.parametrize("kind", ["complete", "checkpoint", "live"])
