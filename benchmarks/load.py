@@ -31,7 +31,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -150,7 +150,13 @@ ANSWER = {"action": "accept", "content": {"ok": True}}
 ACCEPT = "application/json, text/event-stream"
 
 
-async def legacy_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
+async def _at_once() -> None:
+    """A flow's default ``ready``: go on at once."""
+
+
+async def legacy_flow(
+    http: httpx2.AsyncClient, url: str, job: str, ready: Callable[[], Awaitable[None]] = _at_once
+) -> str:
     headers = {"Content-Type": "application/json", "Accept": ACCEPT}
     init = {
         "jsonrpc": "2.0",
@@ -182,6 +188,7 @@ async def legacy_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
                     continue
                 message = json.loads(line[5:])
                 if message.get("method") == "elicitation/create":
+                    await ready()  # (together: every flow suspended in the server's ask)
                     answer = {"jsonrpc": "2.0", "id": message["id"], "result": ANSWER}
                     (await http.post(url, json=answer, headers=headers)).raise_for_status()
                 elif message.get("id") == 2:
@@ -191,7 +198,9 @@ async def legacy_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
         await http.delete(url, headers=headers)
 
 
-async def modern_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
+async def modern_flow(
+    http: httpx2.AsyncClient, url: str, job: str, ready: Callable[[], Awaitable[None]] = _at_once
+) -> str:
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
@@ -212,6 +221,7 @@ async def modern_flow(http: httpx2.AsyncClient, url: str, job: str) -> str:
         result = message.get("result") or {}
         if result.get("resultType") != "input_required":
             return _text(message)
+        await ready()  # (together: every flow's first round answered before any retry)
         params = {
             **params,
             "requestState": result["requestState"],
@@ -281,7 +291,24 @@ HEADERS = [
 ]
 
 
-async def run(server: Server, era: str, n: int, settle: float) -> Result:
+class _Together:
+    """Holds each flow at its ``ready`` point until all *n* have reached it (or failed before
+    it), so every burst has all its flows open at once, however fast the host runs them."""
+
+    def __init__(self, n: int) -> None:
+        self.missing = n
+        self.everyone = trio.Event()
+
+    def arrive(self) -> None:
+        self.missing -= 1
+        if self.missing == 0:
+            self.everyone.set()
+
+
+async def run(server: Server, era: str, n: int, settle: float, *, together: bool = False) -> Result:
+    """*n* flows of *era* started at once; with *together*, each waits at its ``ready`` point
+    (legacy: the elicitation received; modern: ``input_required`` received) until all have
+    reached it."""
     flow = FLOWS[era]
     latencies: list[float] = []
     errors: collections.Counter[str] = collections.Counter()
@@ -289,15 +316,30 @@ async def run(server: Server, era: str, n: int, settle: float) -> Result:
     peak = before
     finished = trio.Event()
 
+    gate = _Together(n)
+
     async def one(index: int) -> None:
+        arrived = False
+
+        async def ready() -> None:
+            nonlocal arrived
+            if together and not arrived:
+                arrived = True
+                gate.arrive()
+                await gate.everyone.wait()
+
         started = time.perf_counter()
         try:
-            text = await flow(http, server.url, f"job{index}")
+            text = await flow(http, server.url, f"job{index}", ready)
             if text != f"job{index}: True":
                 raise RuntimeError(f"wrong result {text!r}")
             latencies.append(time.perf_counter() - started)
         except Exception as error:
             errors[type(error).__name__] += 1
+        finally:
+            if not arrived:  # failed before its ready point: the others need not wait for it
+                arrived = True
+                gate.arrive()
 
     async def sample() -> None:
         nonlocal peak

@@ -6,6 +6,13 @@ It reuses [benchmarks.load][]'s server (a real ``mrtr-trio serve --http`` proces
 settings) and its flows, which speak the wire by hand over HTTP on loopback. Each era gets a
 fresh server, a warm-up of a few flows, then *count* bursts of *flows* flows started at once;
 after each burst the server idles *settle* seconds before its RSS is read.
+
+The flows of a burst are held together (``load.run(together=True)``): a legacy flow waits with
+its elicitation unanswered, a modern one with its ``input_required`` unretried, until every
+flow of the burst has got that far. So each burst has all its flows open at once, and reaches
+the same peak, however fast the host runs them: without that, a slow first burst (say while
+other work competes for the cores) has fewer flows in flight at a time than the next, and the
+next grows the resident set to its own higher peak, which reads as growth without any leak.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ async def bursts(flows: int, count: int, settle: float) -> dict[str, dict[str, A
     for era in ERAS:
         with load.serve() as server:
             await load.run(server, era, 10, settle)  # warm-up: imports and caches
-            runs = [await load.run(server, era, flows, settle) for _ in range(count)]
+            runs = [await load.run(server, era, flows, settle, together=True) for _ in range(count)]
         results[era] = {
             "flows": flows,
             "settle_s": settle,
