@@ -390,3 +390,35 @@ def test_end_to_end_ratios_are_the_median_of_the_runs_own_paired_medians() -> No
     assert summary["iterations"] == 9
     assert summary["latency_ms"]["mrtr_trio"]["samples"] == 9  # pooled over the runs
     assert summary["server_cpu_ms_per_flow"]["mrtr_trio"] == pytest.approx(0.9 * 1e3 / 9)
+
+
+async def test_a_burst_held_together_has_every_flow_at_its_ready_point_at_once(
+    monkeypatch: pytest.MonkeyPatch, autojump_clock: object
+) -> None:
+    import os
+    from types import SimpleNamespace
+
+    import trio
+
+    from benchmarks import load
+
+    events: list[str] = []
+
+    async def flow(http: object, url: str, job: str, ready: Any) -> str:
+        index = int(job.removeprefix("job"))
+        await trio.sleep(index)  # the flows get there one after another
+        if index == 3:
+            raise RuntimeError("failed before its ready point")
+        events.append("arrive")
+        await ready()
+        events.append("leave")
+        return f"{job}: True"
+
+    monkeypatch.setitem(load.FLOWS, "held", flow)
+    server = load.Server(SimpleNamespace(pid=os.getpid()), "http://127.0.0.1:9/unused")
+    result = await load.run(server, "held", 6, 0, together=True)
+    assert (result.completed, result.errors) == (5, {"RuntimeError": 1})
+    assert events == ["arrive"] * 5 + ["leave"] * 5  # nobody left before the last arrived
+    events.clear()
+    result = await load.run(server, "held", 6, 0)  # not held: each goes on at once
+    assert events[:2] == ["arrive", "leave"]
