@@ -291,13 +291,19 @@ HEADERS = [
 ]
 
 
+#: With ``run(together=True)``: how many held flows go on at a time once all have arrived.
+WAVE = 50
+
+
 class _Together:
     """Holds each flow at its ``ready`` point until all *n* have reached it (or failed before
-    it), so every burst has all its flows open at once, however fast the host runs them."""
+    it), then lets them go on at most `WAVE` at a time: every burst has all its flows open at
+    once, and no more than a wave finishing at once, however fast the host runs them."""
 
     def __init__(self, n: int) -> None:
         self.missing = n
         self.everyone = trio.Event()
+        self.wave = trio.CapacityLimiter(WAVE)
 
     def arrive(self) -> None:
         self.missing -= 1
@@ -308,7 +314,7 @@ class _Together:
 async def run(server: Server, era: str, n: int, settle: float, *, together: bool = False) -> Result:
     """*n* flows of *era* started at once; with *together*, each waits at its ``ready`` point
     (legacy: the elicitation received; modern: ``input_required`` received) until all have
-    reached it."""
+    reached it, and then for a place in a wave of `WAVE` flows (its latency includes the wait)."""
     flow = FLOWS[era]
     latencies: list[float] = []
     errors: collections.Counter[str] = collections.Counter()
@@ -319,14 +325,16 @@ async def run(server: Server, era: str, n: int, settle: float, *, together: bool
     gate = _Together(n)
 
     async def one(index: int) -> None:
-        arrived = False
+        arrived = waved = False
 
         async def ready() -> None:
-            nonlocal arrived
+            nonlocal arrived, waved
             if together and not arrived:
                 arrived = True
                 gate.arrive()
                 await gate.everyone.wait()
+                await gate.wave.acquire()
+                waved = True
 
         started = time.perf_counter()
         try:
@@ -340,6 +348,8 @@ async def run(server: Server, era: str, n: int, settle: float, *, together: bool
             if not arrived:  # failed before its ready point: the others need not wait for it
                 arrived = True
                 gate.arrive()
+            if waved:
+                gate.wave.release()
 
     async def sample() -> None:
         nonlocal peak

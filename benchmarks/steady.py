@@ -9,10 +9,13 @@ after each burst the server idles *settle* seconds before its RSS is read.
 
 The flows of a burst are held together (``load.run(together=True)``): a legacy flow waits with
 its elicitation unanswered, a modern one with its ``input_required`` unretried, until every
-flow of the burst has got that far. So each burst has all its flows open at once, and reaches
-the same peak, however fast the host runs them: without that, a slow first burst (say while
-other work competes for the cores) has fewer flows in flight at a time than the next, and the
-next grows the resident set to its own higher peak, which reads as growth without any leak.
+flow of the burst has got that far; then they finish at most ``load.WAVE`` at a time. So each
+burst has all its flows open at once, and reaches the same peak, however fast the host runs
+them. (The resident set after a burst is its peak: the allocator keeps the pages. Without the
+hold, a slow first burst, say while other work competes for the cores, has fewer flows in
+flight at a time than the next, and the next grows the resident set to its own higher peak;
+with the hold but all released at once, how many finish at the same moment varies the same
+way. Either reads as growth without any leak.)
 """
 
 from __future__ import annotations

@@ -403,6 +403,7 @@ async def test_a_burst_held_together_has_every_flow_at_its_ready_point_at_once(
     from benchmarks import load
 
     events: list[str] = []
+    going = [0, 0]  # flows past their ready point now, and the most at once
 
     async def flow(http: object, url: str, job: str, ready: Any) -> str:
         index = int(job.removeprefix("job"))
@@ -412,13 +413,19 @@ async def test_a_burst_held_together_has_every_flow_at_its_ready_point_at_once(
         events.append("arrive")
         await ready()
         events.append("leave")
+        going[0] += 1
+        going[1] = max(going)
+        await trio.sleep(1)  # the rest of the flow
+        going[0] -= 1
         return f"{job}: True"
 
     monkeypatch.setitem(load.FLOWS, "held", flow)
+    monkeypatch.setattr(load, "WAVE", 2)
     server = load.Server(SimpleNamespace(pid=os.getpid()), "http://127.0.0.1:9/unused")
     result = await load.run(server, "held", 6, 0, together=True)
     assert (result.completed, result.errors) == (5, {"RuntimeError": 1})
     assert events == ["arrive"] * 5 + ["leave"] * 5  # nobody left before the last arrived
+    assert going[1] == 2  # then they went on a wave of 2 at a time
     events.clear()
     result = await load.run(server, "held", 6, 0)  # not held: each goes on at once
     assert events[:2] == ["arrive", "leave"]
