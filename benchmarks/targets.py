@@ -199,7 +199,10 @@ def insane(results: Mapping[str, Any]) -> list[str]:
     whose flows do not add up."""
     problems = [
         f"{path} = {value!r}"
-        for path, value in _numbers({k: v for k, v in results.items() if k != "meta"})
+        # (the verdicts, once added to the results, are judged below, not as measurements)
+        for path, value in _numbers(
+            {k: v for k, v in results.items() if k not in ("meta", "targets")}
+        )
         if not math.isfinite(value) or (value < 0 and not _may_dip(path))
     ]
     for verdict in verdicts(results):

@@ -285,6 +285,14 @@ def test_a_quick_run_reports_a_missed_target_but_exits_0(
     assert "MISSED (not enforced)" in capsys.readouterr().out
 
 
+def test_a_server_that_shrank_between_bursts_is_sane_once_the_verdicts_are_written(
+    tmp_path: Path,
+) -> None:
+    shrinking = results()["load"]
+    shrinking["modern"]["bursts"] = [burst(132.5), burst(130.5), burst(130.6)]  # -1.5%
+    assert conclude(results(load=shrinking), options(tmp_path), False, tmp_path) == 0
+
+
 def test_insane_output_exits_2_in_any_mode(tmp_path: Path) -> None:
     for quick in (False, True):
         found = results(core__live_us=stats(math.inf))
