@@ -291,14 +291,16 @@ HEADERS = [
 ]
 
 
-#: With ``run(together=True)``: how many held flows go on at a time once all have arrived.
+#: With ``run(together=True)``: how many flows may be on their way to, or from, the point where
+#: all are held, at a time.
 WAVE = 50
 
 
 class _Together:
-    """Holds each flow at its ``ready`` point until all *n* have reached it (or failed before
-    it), then lets them go on at most `WAVE` at a time: every burst has all its flows open at
-    once, and no more than a wave finishing at once, however fast the host runs them."""
+    """Lets flows start at most `WAVE` at a time, holds each at its ``ready`` point until all
+    *n* have reached it (or failed before it), then lets them go on at most `WAVE` at a time:
+    every burst has all its flows open at once, and no more than a wave starting or finishing
+    at once, however fast the host runs them."""
 
     def __init__(self, n: int) -> None:
         self.missing = n
@@ -314,7 +316,8 @@ class _Together:
 async def run(server: Server, era: str, n: int, settle: float, *, together: bool = False) -> Result:
     """*n* flows of *era* started at once; with *together*, each waits at its ``ready`` point
     (legacy: the elicitation received; modern: ``input_required`` received) until all have
-    reached it, and then for a place in a wave of `WAVE` flows (its latency includes the wait)."""
+    reached it; it starts, and goes on from there, in waves of `WAVE` flows (its latency
+    includes the waits)."""
     flow = FLOWS[era]
     latencies: list[float] = []
     errors: collections.Counter[str] = collections.Counter()
@@ -331,12 +334,17 @@ async def run(server: Server, era: str, n: int, settle: float, *, together: bool
             nonlocal arrived, waved
             if together and not arrived:
                 arrived = True
+                gate.wave.release()
+                waved = False
                 gate.arrive()
                 await gate.everyone.wait()
                 await gate.wave.acquire()
                 waved = True
 
         started = time.perf_counter()
+        if together:
+            await gate.wave.acquire()
+            waved = True
         try:
             text = await flow(http, server.url, f"job{index}", ready)
             if text != f"job{index}: True":

@@ -411,20 +411,26 @@ async def test_a_burst_held_together_has_every_flow_at_its_ready_point_at_once(
     from benchmarks import load
 
     events: list[str] = []
-    going = [0, 0]  # flows past their ready point now, and the most at once
+    going = [0, 0]  # flows on their way to or from their ready point now, and the most at once
+
+    def move(by: int) -> None:
+        going[0] += by
+        going[1] = max(going)
 
     async def flow(http: object, url: str, job: str, ready: Any) -> str:
         index = int(job.removeprefix("job"))
-        await trio.sleep(index)  # the flows get there one after another
+        move(1)
+        await trio.sleep(index % 2 + 1)  # the flows get there at different times
         if index == 3:
+            move(-1)
             raise RuntimeError("failed before its ready point")
         events.append("arrive")
+        move(-1)
         await ready()
         events.append("leave")
-        going[0] += 1
-        going[1] = max(going)
+        move(1)
         await trio.sleep(1)  # the rest of the flow
-        going[0] -= 1
+        move(-1)
         return f"{job}: True"
 
     monkeypatch.setitem(load.FLOWS, "held", flow)
@@ -433,7 +439,7 @@ async def test_a_burst_held_together_has_every_flow_at_its_ready_point_at_once(
     result = await load.run(server, "held", 6, 0, together=True)
     assert (result.completed, result.errors) == (5, {"RuntimeError": 1})
     assert events == ["arrive"] * 5 + ["leave"] * 5  # nobody left before the last arrived
-    assert going[1] == 2  # then they went on a wave of 2 at a time
+    assert going[1] == 2  # they started, and went on, a wave of 2 at a time
     events.clear()
     result = await load.run(server, "held", 6, 0)  # not held: each goes on at once
     assert events[:2] == ["arrive", "leave"]
