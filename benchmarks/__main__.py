@@ -24,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from . import core, e2e, floor, journal, memory, steady
+from . import auth, core, e2e, floor, journal, memory, steady
 from ._timing import Paired, cpu_us, paired_cpu_us
 from .plot import journal_plot
 from .report import replace_block, tables
@@ -32,7 +32,7 @@ from .targets import insane, verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
-SECTIONS = ("core", "memory", "journal", "e2e", "load")
+SECTIONS = ("core", "memory", "journal", "e2e", "load", "auth")
 
 
 @attrs.frozen
@@ -51,6 +51,8 @@ class Plan:
     load_flows: int  # per burst
     load_bursts: int
     load_settle: float  # seconds idle before each burst's RSS
+    auth_flows: int  # per run and server
+    auth_runs: int
 
 
 FULL = Plan(
@@ -66,6 +68,8 @@ FULL = Plan(
     load_flows=1000,
     load_bursts=3,
     load_settle=5.0,
+    auth_flows=300,
+    auth_runs=3,
 )
 QUICK = Plan(
     budget=0.05,
@@ -80,6 +84,8 @@ QUICK = Plan(
     load_flows=20,
     load_bursts=3,
     load_settle=0.2,
+    auth_flows=30,
+    auth_runs=1,
 )
 
 
@@ -190,6 +196,7 @@ def run(plan: Plan, sections: tuple[str, ...]) -> dict[str, Any]:
         "load": lambda: trio.run(
             steady.bursts, plan.load_flows, plan.load_bursts, plan.load_settle
         ),
+        "auth": lambda: trio.run(auth.auth_ratio, plan.auth_flows, plan.auth_runs),
     }
     for section in sections:
         print(f"running {section} ...", flush=True)

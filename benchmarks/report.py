@@ -236,6 +236,25 @@ def _journal(journal: Mapping[str, Any]) -> Table:
     )
 
 
+def _auth(auth: Mapping[str, Any]) -> Table:
+    rows = [
+        [
+            era,
+            f"{row['plain_ms_per_leg']:.3f}",
+            f"{row['auth_ms_per_leg']:.3f}",
+            f"{row['auth/plain']:.3f}",
+            " ".join(f"{r:.3f}" for r in row["runs"]),
+        ]
+        for era, row in auth.items()
+    ]
+    return Table(
+        "Auth: server CPU per leg (ms, median of runs) of the same App over HTTP without and "
+        "with `Auth` (a JWT verified once, then cached), flows interleaved",
+        ["era", "plain", "auth", "auth/plain", "runs"],
+        rows,
+    )
+
+
 def _targets(verdicts: Sequence[Verdict], enforced: bool) -> Table:
     def status(v: Verdict) -> str:
         if v.met is None:
@@ -268,6 +287,8 @@ def tables(results: Mapping[str, Any], verdicts: Sequence[Verdict], enforced: bo
         found += _e2e(results["e2e"])
     if results.get("load"):
         found.append(_load(results["load"]))
+    if results.get("auth"):
+        found.append(_auth(results["auth"]))
     found.append(_targets(verdicts, enforced))
     return found
 

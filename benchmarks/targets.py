@@ -21,6 +21,7 @@ __all__ = [
     "AB_LEGACY",
     "AB_MODERN",
     "AC",
+    "AUTH_RATIO",
     "BURST_GROWTH_PERCENT",
     "LIVE_RATIO",
     "LONG_RATIO",
@@ -48,11 +49,14 @@ TOKEN_CHARS = 120
 AC = 1.05
 AB_MODERN = 0.85
 AB_LEGACY = 1.0
+#: Server CPU per leg of the same App behind `Auth` against it without (issue 17).
+AUTH_RATIO = 1.05
 #: The load run: RSS a burst may add to the resident set after the burst before it.
 BURST_GROWTH_PERCENT = 5.0
 
 E2E_COMBOS = ("stdio 2025-11-25", "stdio 2026-07-28", "http 2025-11-25", "http 2026-07-28")
 LOAD_ERAS = ("legacy", "modern")
+AUTH_ERAS = ("2025-11-25", "2026-07-28")
 
 
 @attrs.frozen
@@ -160,6 +164,16 @@ def _load(results: Mapping[str, Any]) -> list[Verdict]:
     return found
 
 
+def _auth(results: Mapping[str, Any]) -> list[Verdict]:
+    found = []
+    for era in AUTH_ERAS:
+        ratio = _get(results, "auth", era, "auth/plain")
+        plain, authed = (_get(results, "auth", era, f"{k}_ms_per_leg") for k in ("plain", "auth"))
+        detail = "" if ratio is None else f"{authed:.3g} ms against {plain:.3g} ms per leg"
+        found.append(Verdict(f"auth/plain server CPU, http {era}", ratio, AUTH_RATIO, "x", detail))
+    return found
+
+
 def verdicts(results: Mapping[str, Any], long_answers_target: int = 1000) -> list[Verdict]:
     """Every target, in the issue's order."""
     return [
@@ -173,6 +187,7 @@ def verdicts(results: Mapping[str, Any], long_answers_target: int = 1000) -> lis
         ),
         *_e2e(results),
         *_load(results),
+        *_auth(results),
     ]
 
 

@@ -109,6 +109,15 @@ def results(**changes: Any) -> dict[str, Any]:
             }
             for era in ("legacy", "modern")
         },
+        "auth": {
+            era: {
+                "plain_ms_per_leg": 2.0,
+                "auth_ms_per_leg": 2.04,
+                "auth/plain": 1.02,
+                "runs": [1.02],
+            }
+            for era in ("2025-11-25", "2026-07-28")
+        },
     }
     for path, value in changes.items():
         node = found
@@ -130,7 +139,7 @@ def judged(found: dict[str, Any]) -> dict[str, Verdict]:
 def test_a_run_within_every_target_misses_none() -> None:
     assert missed(results()) == []
     assert all(v.met for v in verdicts(results()))
-    assert len(verdicts(results())) == 3 + 1 + 1 + 8 + 6
+    assert len(verdicts(results())) == 3 + 1 + 1 + 8 + 6 + 2
 
 
 def test_the_rounds_are_judged_on_their_ratio_to_their_floor_not_on_microseconds() -> None:
@@ -191,6 +200,14 @@ def test_end_to_end_limits_per_leg() -> None:
         "a/b latency, stdio 2025-11-25",
         "a/b latency, http 2026-07-28",
     ]
+
+
+def test_an_authenticated_round_may_cost_at_most_5_percent_more_server_cpu() -> None:
+    auth = results()["auth"]
+    auth["2026-07-28"]["auth/plain"] = 1.051
+    assert missed(results(auth=auth)) == ["auth/plain server CPU, http 2026-07-28"]
+    verdict = judged(results(auth=auth))["auth/plain server CPU, http 2025-11-25"]
+    assert verdict.met and verdict.detail == "2.04 ms against 2 ms per leg"
 
 
 def test_the_load_run_must_reach_a_steady_state_without_errors() -> None:
