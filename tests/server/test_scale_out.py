@@ -10,10 +10,12 @@ configuration and stops it.
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 import trio
 from mcp import Client
 
@@ -61,15 +64,23 @@ http {{
 """
 
 
+@pytest.fixture
+def nginx_program() -> str:
+    """The nginx binary. Looked up in a sync fixture, outside trio: a skip raised inside the
+    trio test would reach pytest-trio in an exception group and lose its reason."""
+    return need("nginx", "nginx")
+
+
 @contextmanager
-def nginx(tmp: Path, upstreams: list[int]) -> Iterator[str]:
-    """nginx on a free loopback port, proxying round-robin to *upstreams*; its URL."""
+def nginx(program: str, tmp: Path, upstreams: list[int]) -> Iterator[str]:
+    """nginx (*program*) on a free loopback port, proxying round-robin to *upstreams*; its
+    URL."""
     port = free_port()
     servers = "\n".join(f"        server 127.0.0.1:{p};" for p in upstreams)
     conf = tmp / "nginx.conf"
     conf.write_text(NGINX_CONF.format(tmp=tmp, servers=servers, port=port))
     process = subprocess.Popen(
-        [need("nginx", "nginx"), "-p", str(tmp), "-c", str(conf), "-e", "stderr"],
+        [program, "-p", str(tmp), "-c", str(conf), "-e", "stderr"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -128,13 +139,13 @@ async def _flow(http: httpx2.AsyncClient, url: str, service: str) -> tuple[str, 
 
 
 async def test_rounds_of_every_flow_land_on_both_processes_and_every_flow_completes(
-    tmp_path: Path,
+    tmp_path: Path, nginx_program: str
 ) -> None:
     key = secrets.token_bytes(32)
     with (
         http_server(key) as first,
         http_server(key) as second,
-        nginx(tmp_path, [first.port, second.port]) as url,
+        nginx(nginx_program, tmp_path, [first.port, second.port]) as url,
     ):
         async with httpx2.AsyncClient(timeout=30) as http:
             # One flow at a time: nginx alternates, so each flow's rounds cross processes.
@@ -163,3 +174,30 @@ async def test_rounds_of_every_flow_land_on_both_processes_and_every_flow_comple
     assert set(landed) == both
     for served in (first, second):
         assert not [line for line in served.stderr if "Traceback" in line], served.stderr
+
+
+def test_without_nginx_the_skip_says_what_to_install() -> None:
+    """Run without nginx on PATH (and services not required), the scale-out test skips and
+    its reason names the program and the package."""
+    env = {"PATH": str(Path(sys.executable).parent), "MRTR_TRIO_REQUIRE_SERVICES": ""}
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            __file__,
+            "-k",
+            "every_flow_completes",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert "1 skipped" in ran.stdout, ran.stdout + ran.stderr
+    assert "nginx is not installed (Debian: apt-get install nginx)" in ran.stdout, ran.stdout
