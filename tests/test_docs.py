@@ -21,8 +21,9 @@ How a page's blocks run (the pages are written to this convention):
   each of its `// prints: ...` comments says. (A block that does not, such as another
   product's configuration shown for comparison, is only parsed.)
 
-Every page runs with `MRTR_TRIO_KEYS` set and the console scripts on `PATH`, as the README tells
-a reader to set things up.
+A page's blocks run as in a new shell after the README's setup: `MRTR_TRIO_KEYS` exported, and
+the virtual environment not activated (its console scripts are not on `PATH`, so a block
+reaches them through `sys.executable`, as `python -m mrtr_trio`).
 """
 
 from __future__ import annotations
@@ -113,12 +114,7 @@ def test_every_page_with_python_is_covered() -> None:
 )
 def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
     blocks = blocks_of(page)
-    env = {
-        **os.environ,
-        "MRTR_TRIO_KEYS": generate_key(),
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
+    env = {**fresh_shell(), "MRTR_TRIO_KEYS": generate_key()}
     write_files(blocks, tmp_path, url=None)
     needs_server = any(DOCUMENTED_URL in b.code for b in blocks if b.is_python)
     with serving(tmp_path, env) if needs_server else nullcontext() as url:
@@ -142,6 +138,15 @@ def test_every_python_block_runs(page: Path, tmp_path: Path) -> None:
             ran = python(pytest_args, tmp_path, env, timeout=300)
             assert ran.returncode == 0, f"{page_id(page)} tests:\n{ran.stdout}\n{ran.stderr}"
             assert f"{expected} passed" in ran.stdout, ran.stdout
+
+
+def fresh_shell() -> dict[str, str]:
+    """This environment as a new shell has it: no `MRTR_TRIO_KEYS`, and the virtual
+    environment's scripts off `PATH` (a block reaches them through `sys.executable`)."""
+    scripts = str(Path(sys.executable).parent)
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != scripts]
+    env = {k: v for k, v in os.environ.items() if k not in ("MRTR_TRIO_KEYS", "VIRTUAL_ENV")}
+    return {**env, "PATH": os.pathsep.join(path), "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def python(
@@ -261,3 +266,20 @@ def test_every_typescript_block_parses_and_every_client_runs(
     assert run.returncode == 0, f"{page_id(page)}:{block.line}:\n{run.stdout}\n{run.stderr}"
     for text in expected:
         assert text in run.stdout, f"{page_id(page)}:{block.line}: {text!r} not in\n{run.stdout}"
+
+
+def test_the_testing_page_imports_a_server_module_without_a_key_warning(tmp_path: Path) -> None:
+    """testing.md's `shop` fixture, in a test run with no MRTR_TRIO_KEYS and `-W error`: the
+    module's `App()` gets the test keys, so no EphemeralKeyWarning; importing the module at the
+    top of a test file instead fails that run with the warning."""
+    blocks = [b for b in blocks_of(ROOT / "docs" / "testing.md") if b.file]
+    write_files(blocks, tmp_path, url=None)
+    env = {k: v for k, v in fresh_shell().items() if k != "MRTR_TRIO_KEYS"}
+    run = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error"]
+    ran = python([*run, "test_shop.py"], tmp_path, env, timeout=120)
+    assert ran.returncode == 0 and "1 passed" in ran.stdout, ran.stdout + ran.stderr
+    (tmp_path / "test_shop_eager.py").write_text(
+        "from shop import app\n\n\ndef test_x():\n    pass\n"
+    )
+    eager = python([*run, "test_shop_eager.py"], tmp_path, env, timeout=120)
+    assert eager.returncode != 0 and "EphemeralKeyWarning" in eager.stdout, eager.stdout

@@ -15,7 +15,7 @@ import pytest
 
 from mrtr_trio import _cli
 from mrtr_trio._cli import main
-from mrtr_trio._keys import generate_key
+from mrtr_trio._keys import generate_key, parse_keys
 
 KEY = generate_key()
 
@@ -242,3 +242,16 @@ def test_ctrl_c_on_app_run_exits_quietly(tmp_path: Path, arguments: str) -> None
         for stream in (server.stdin, server.stdout, server.stderr):
             if stream is not None:
                 stream.close()
+
+
+def test_python_dash_m_mrtr_trio_is_the_command() -> None:
+    """`python -m mrtr_trio` runs the same command line as the `mrtr-trio` script."""
+    keygen = subprocess.run(
+        [sys.executable, "-m", "mrtr_trio", "keygen"], capture_output=True, text=True, timeout=60
+    )
+    assert keygen.returncode == 0, keygen.stderr
+    assert len(parse_keys(keygen.stdout.strip())) == 1
+    usage = subprocess.run(
+        [sys.executable, "-m", "mrtr_trio", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert "usage: mrtr-trio" in usage.stdout and "serve" in usage.stdout

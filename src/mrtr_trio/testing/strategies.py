@@ -12,8 +12,9 @@
 - [flows][mrtr_trio.testing.strategies.flows]: random yield-style handler programs, with arguments
   and an answer function, to property-test the runtime (`assert_eras_agree` over `flows()`).
 
-This module needs hypothesis (`pip install mrtr_trio[test]`); [mrtr_trio.testing][] itself
-does not. Import it as `from mrtr_trio.testing import strategies`.
+This module needs hypothesis, which mrtr_trio's `test` extra brings (`pip install -e ".[test]"`
+in a checkout of mrtr_trio), or `pip install hypothesis`; [mrtr_trio.testing][] itself does
+not. Import it as `from mrtr_trio.testing import strategies`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from collections.abc import AsyncGenerator, Callable, Collection, Mapping
 from typing import Any, Literal, TypeAlias
 
 import attrs
-from hypothesis import strategies as st
+
+try:
+    from hypothesis import strategies as st
+except ImportError as error:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "mrtr_trio.testing.strategies needs hypothesis: install mrtr_trio's test extra "
+        "(pip install -e '.[test]' in its checkout) or hypothesis itself (pip install hypothesis)"
+    ) from error
 
 from .. import _values
 from .._context import Context
