@@ -3,6 +3,8 @@ recorded-state replayer and the pytest fixtures."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -540,3 +542,13 @@ async def test_answers_with_integers_beyond_64_bits_survive_a_round() -> None:
         return {"action": "accept", "content": {"n": 2**70}}
 
     assert await run_modern(two_numbers, {}, big) == 2**71
+
+
+def test_strategies_without_hypothesis_name_the_extra() -> None:
+    code = (
+        "import sys; sys.modules['hypothesis'] = None\nfrom mrtr_trio.testing import strategies\n"
+    )
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert ran.returncode != 0
+    assert "needs hypothesis: install mrtr_trio's test extra" in ran.stderr, ran.stderr
+    assert "pip install -e '.[test]'" in ran.stderr
