@@ -32,7 +32,7 @@ import attrs
 from ._errors import MrtrError
 from ._journal import Pending, PendingOne, PendingPoll
 from ._util import Memo, check_seconds
-from ._values import REQUEST_TYPES, Answer, Request
+from ._values import REQUEST_TYPES, Answer, Request, misused_request
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -321,6 +321,7 @@ class GeneratorFlow(Flow):
         try:
             yielded = await self._agen.asend(value)
         except StopAsyncIteration:
+            _note_ended_without_done(self.name)
             return Done(None)
         kind = type(yielded)
         if kind in _YIELDED_AS_IS:  # a request (the machine gives it its key), a step, a poll, done
@@ -354,6 +355,20 @@ class GeneratorFlow(Flow):
 
 
 _YIELDED_AS_IS = frozenset({*REQUEST_TYPES, Step, Poll, Done})
+
+#: Handlers already logged as ending without `done(...)` (by name): said once, not per call.
+_ENDED_WITHOUT_DONE: Memo[str, bool] = Memo()
+
+
+def _note_ended_without_done(name: str) -> None:
+    if _ENDED_WITHOUT_DONE.get(name) is None:
+        _ENDED_WITHOUT_DONE.put(name, True)
+        log.warning(
+            "%s ended without `yield done(...)`, so its value is None (a tool's content is "
+            "empty). Yield done(value) to return a value, or done(None) to say that none is "
+            "meant (logged once per handler)",
+            name,
+        )
 
 
 def _log_close_error(name: str, error: BaseException) -> BaseException:
@@ -402,6 +417,8 @@ class ReturnFlow(Flow):
         self._ctx._enter_return_round(responses, self._payload)
         result = await self._handler(self._ctx, **self._arguments)
         if not isinstance(result, CallAgain):
+            if isinstance(result, REQUEST_TYPES):
+                raise misused_request(result, f"{self.name} returned {{call}}, which")
             return Done(result)
         minted = result.request_state
         self._payload = None if minted is None else minted.payload

@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal, TypeAlias, cast
+from collections.abc import Generator, Mapping, Sequence
+from typing import Any, ClassVar, Literal, NoReturn, TypeAlias, cast
 
 import attrs
 import blake3
@@ -45,6 +45,7 @@ __all__ = [
     "elicit_url",
     "fingerprint_of",
     "list_roots",
+    "misused_request",
     "request_from_wire",
 ]
 
@@ -102,6 +103,23 @@ def _compile_form(request: ElicitRequest) -> Compiled:
 # ---------------------------------------------------------------------------------- requests
 
 
+def misused_request(request: Request, misuse: str) -> TypeError:
+    """The error for a request used as if it asked by itself: *misuse* says what the handler
+    did, with `{call}` for the request (`"`await {call}`"`), and the message names the ways
+    that do ask."""
+    call = request.constructor_call()
+    return TypeError(
+        f"{misuse.format(call=call)} does not ask the client: a request is asked when it is "
+        f"yielded. In a yield-style handler (an async generator) write `answer = yield {call}`; "
+        f"in a coroutine handler, `answer = await ctx.{call}` asks on a live (legacy) session, "
+        f"and `return input_required({{'key': {call}}})` asks in both eras"
+    )
+
+
+def _not_awaitable(request: Request) -> Generator[Any, None, NoReturn]:
+    raise misused_request(request, "`await {call}`")
+
+
 @attrs.frozen
 class ElicitRequest:
     """Ask the user: form mode (`schema` set) or URL mode (`url` set)."""
@@ -133,6 +151,13 @@ class ElicitRequest:
     def mode(self) -> Literal["form", "url"]:
         """`"form"` or `"url"`."""
         return "form" if self.schema is not None else "url"
+
+    def constructor_call(self) -> str:
+        """How a handler writes this request: `elicit(...)` or `elicit_url(...)`."""
+        return "elicit(...)" if self.schema is not None else "elicit_url(...)"
+
+    def __await__(self) -> Generator[Any, None, NoReturn]:
+        return _not_awaitable(self)  # a clear error instead of Python's "can't be used in await"
 
     def to_wire(self) -> dict[str, Any]:
         """The 2026-07-28 embedded request `{"method", "params"}`."""
@@ -203,6 +228,13 @@ class CreateMessageRequest:
             if value is not None and not isinstance(value, Mapping):
                 raise TypeError(f"{name} must be a dict")
 
+    def constructor_call(self) -> str:
+        """How a handler writes this request: `create_message(...)`."""
+        return "create_message(...)"
+
+    def __await__(self) -> Generator[Any, None, NoReturn]:
+        return _not_awaitable(self)
+
     def to_wire(self) -> dict[str, Any]:
         """The embedded request `{"method", "params"}` (the same params in both eras)."""
         params: dict[str, Any] = {"messages": list(self.messages), "maxTokens": self.max_tokens}
@@ -231,6 +263,13 @@ class ListRootsRequest:
 
     #: A short digest of the wire form (computed once): what a journal entry answers.
     fingerprint = functools.cached_property(_request_fingerprint)
+
+    def constructor_call(self) -> str:
+        """How a handler writes this request: `list_roots()`."""
+        return "list_roots()"
+
+    def __await__(self) -> Generator[Any, None, NoReturn]:
+        return _not_awaitable(self)
 
     def to_wire(self) -> dict[str, Any]:
         """The embedded request `{"method": "roots/list", "params": {}}`."""

@@ -41,6 +41,7 @@ from ._requests import (
     elicit_url,
     fingerprint_of,
     list_roots,
+    misused_request,
     request_from_wire,
 )
 
@@ -72,6 +73,7 @@ __all__ = [
     "elicit_url",
     "fingerprint_of",
     "list_roots",
+    "misused_request",
     "missing_capabilities",
     "parse_answer",
     "request_from_wire",
