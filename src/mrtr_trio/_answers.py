@@ -43,6 +43,7 @@ __all__ = [
     "Root",
     "content_problems_for",
     "parse_answer",
+    "sdk_answer_json",
     "trusted_answer",
     "trusted_elicit_result",
 ]
@@ -192,7 +193,21 @@ _set_content = slot_setter(ElicitResult, "content")
 
 #: The answer classes, for `isinstance` checks.
 ANSWER_TYPES = (ElicitResult, CreateMessageResult, ListRootsResult)
+_ANSWER_NAMES = {cls.answers: cls.__name__ for cls in ANSWER_TYPES}
 _ANSWER_FIELDS = {cls: [(f.name, f.default) for f in attrs.fields(cls)] for cls in ANSWER_TYPES}
+
+
+def sdk_answer_json(model: Any) -> Any:
+    """The wire JSON of a pydantic model, such as the official SDK's `mcp_types.ElicitResult`
+    (what its client callbacks return): dumped by alias, without unset fields. Anything else
+    is returned as it is."""
+    dump = getattr(model, "model_dump", None)
+    if not callable(dump):
+        return model
+    try:
+        return dump(by_alias=True, exclude_none=True, mode="json")
+    except Exception:  # not a pydantic model after all: reported as what it is
+        return model
 
 
 def parse_answer(request: Request, json: object) -> Answer:
@@ -208,11 +223,12 @@ def parse_answer(request: Request, json: object) -> Answer:
     if not isinstance(request, REQUEST_TYPES):
         raise TypeError(f"parse_answer needs a request, got {type(request).__name__}")
     if type(json) is not dict:  # a client's JSON object is a dict: the rest is rarer
-        if isinstance(json, ANSWER_TYPES):
-            json = json.to_wire()
+        json = json.to_wire() if isinstance(json, ANSWER_TYPES) else sdk_answer_json(json)
         if not is_mapping(json):
             raise InvalidInputResponse(
-                f"expected an object answering {request.method}, got {_describe(json)}"
+                f"expected an object answering {request.method} (a JSON object, a "
+                f"mrtr_trio.{_ANSWER_NAMES[request.method]} or the SDK's "
+                f"mcp_types.{_ANSWER_NAMES[request.method]}), got {_describe(json)}"
             )
     if isinstance(request, ElicitRequest):
         return _parse_elicit(request, json)

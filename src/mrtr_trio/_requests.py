@@ -23,7 +23,7 @@ import blake3
 
 from ._content import SAMPLING_MESSAGE, check_content
 from ._schema import Compiled, check_schema, compile_schema, is_int, is_number
-from ._util import Memo
+from ._util import Memo, short_repr
 
 __all__ = [
     "CreateMessageRequest",
@@ -41,6 +41,7 @@ __all__ = [
     "SAMPLING",
     "canonical_wire",
     "create_message",
+    "describe_request",
     "elicit",
     "elicit_url",
     "fingerprint_of",
@@ -114,6 +115,17 @@ def misused_request(request: Request, misuse: str) -> TypeError:
         f"in a coroutine handler, `answer = await ctx.{call}` asks on a live (legacy) session, "
         f"and `return input_required({{'key': {call}}})` asks in both eras"
     )
+
+
+def describe_request(request: Request) -> str:
+    """The request as a person would name it in an error: by what it asked
+    (`the elicitation 'Deploy api?'`), since a client on a legacy session never sees its key."""
+    if isinstance(request, ElicitRequest):
+        mode = "elicitation" if request.schema is not None else "URL elicitation"
+        return f"the {mode} {short_repr(request.message)}"
+    if isinstance(request, CreateMessageRequest):
+        return "the sampling request (sampling/createMessage)"
+    return "the roots request (roots/list)"
 
 
 def _not_awaitable(request: Request) -> Generator[Any, None, NoReturn]:
