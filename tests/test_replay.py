@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -339,6 +340,10 @@ async def test_missing_capability_in_both_eras(request_, capabilities, missing) 
         assert caught.value.code == -32021
         assert caught.value.required_capabilities == missing
         assert caught.value.data == {"requiredCapabilities": missing}
+        # The message carries the same object as JSON, not Python's repr.
+        message = str(caught.value)
+        assert ".asks needs client capabilities the client did not declare: " in message
+        assert json.loads(message.split("declare: ", 1)[1]) == missing, message
 
 
 async def test_bare_elicitation_capability_means_form_mode() -> None:

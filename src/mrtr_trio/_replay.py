@@ -45,6 +45,7 @@ only along it, and docs/replay.md draws it from the table.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from collections.abc import Callable, Iterator, Mapping
@@ -666,7 +667,8 @@ class Replay:
             if missing:
                 self._fail()
                 raise MissingCapability(
-                    f"{self.name} needs client capabilities the client did not declare: {missing}",
+                    f"{self.name} needs client capabilities the client did not declare: "
+                    f"{json.dumps(missing, sort_keys=True)}",
                     missing,
                 )
         if self.rounds >= rules.max_rounds:
