@@ -69,7 +69,7 @@ async def test_neither_era_completes_a_flow_on_malformed_sampling_content(
     answer = {"role": "assistant", "content": content, "model": "m"}
     first = await RUNTIME.advance(_sample, {})
     assert isinstance(first, InputRequired)
-    with pytest.raises(InvalidInputResponse, match="'input-0' is malformed"):
+    with pytest.raises(InvalidInputResponse, match=r"'input-0' \(the .*\) is malformed"):
         await RUNTIME.advance(
             _sample, {}, input_responses={"input-0": answer}, request_state=first.request_state
         )
@@ -77,7 +77,7 @@ async def test_neither_era_completes_a_flow_on_malformed_sampling_content(
     async def ask(key: str, request: Any) -> Any:
         return answer
 
-    with pytest.raises(InvalidInputResponse, match="'input-0' is malformed"):
+    with pytest.raises(InvalidInputResponse, match=r"'input-0' \(the .*\) is malformed"):
         await RUNTIME.run_live(_sample, {}, ask)
 
 

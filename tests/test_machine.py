@@ -158,7 +158,7 @@ def test_a_batch_keeps_valid_answers_and_asks_only_for_the_rest() -> None:
 def test_malformed_answers_are_protocol_errors_and_end_the_machine() -> None:
     machine = live()
     machine.next(single("input-0", ASK_NAME))
-    with pytest.raises(InvalidInputResponse, match="'input-0' is malformed"):
+    with pytest.raises(InvalidInputResponse, match=r"'input-0' \(the .*\) is malformed"):
         machine.answered({"input-0": {"action": "maybe"}})
     assert machine.phase is ERROR
     with pytest.raises(MrtrError, match="phase ERROR"):
@@ -269,7 +269,7 @@ def test_a_live_request_of_its_own_checks_capabilities_and_malformed_answers() -
     assert machine.rounds == 0 and machine.phase is ERROR
     machine = live()
     machine.next(ASK_NAME)
-    with pytest.raises(InvalidInputResponse, match="'input-0' is malformed"):
+    with pytest.raises(InvalidInputResponse, match=r"'input-0' \(the .*\) is malformed"):
         machine.answered_one({"action": "maybe"})
     assert machine.phase is ERROR
 

@@ -494,7 +494,11 @@ async def test_answers_a_token_could_not_hold_are_malformed_in_both_eras() -> No
     }
     surrogate = {"role": "assistant", "content": {"type": "text", "text": "\ud800"}, "model": "m"}
     for bad in (too_deep, surrogate):
-        with pytest.raises(InvalidInputResponse, match="the answer to 's' cannot be used"):
+        with pytest.raises(
+            InvalidInputResponse, match=r"the answer to 's' \(the .*\) cannot be used"
+        ):
             await runtime().advance(sample, {}, input_responses={"s": bad})
-        with pytest.raises(InvalidInputResponse, match="the answer to 's' cannot be used"):
+        with pytest.raises(
+            InvalidInputResponse, match=r"the answer to 's' \(the .*\) cannot be used"
+        ):
             await run_live(sample, {}, lambda key, request, bad=bad: bad)

@@ -91,6 +91,7 @@ from ._values import (
     ElicitResult,
     Request,
     content_problems_for,
+    describe_request,
     missing_capabilities,
     parse_answer,
 )
@@ -869,7 +870,9 @@ def check_answer(key: str, request: Request, raw: Any) -> Answer:
     try:
         answer = parse_answer(request, raw)
     except InvalidInputResponse as error:
-        raise InvalidInputResponse(f"the answer to {key!r} is malformed: {error}") from None
+        raise InvalidInputResponse(
+            f"the answer to {key!r} ({describe_request(request)}) is malformed: {error}"
+        ) from None
     # Both eras: what a token could not hold. Form content is flat (parse_answer checked it):
     # only its strings can fail.
     if type(answer) is ElicitResult:
@@ -877,5 +880,7 @@ def check_answer(key: str, request: Request, raw: Any) -> Answer:
     else:
         problem = record_problem(answer.to_wire())
     if problem is not None:
-        raise InvalidInputResponse(f"the answer to {key!r} cannot be used: {problem}")
+        raise InvalidInputResponse(
+            f"the answer to {key!r} ({describe_request(request)}) cannot be used: {problem}"
+        )
     return answer

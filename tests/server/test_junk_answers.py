@@ -89,6 +89,20 @@ JUNK: list[Any] = [
     ("echo_roots", {"action": "decline"}, "refused"),  # wrong kind
 ]
 IDS = [f"{tool}-{i}" for i, (tool, _, _) in enumerate(JUNK)]
+#: How an error names each tool's request.
+ASKED = {
+    "echo_name": "the elicitation 'Name?'",
+    "needs_sampling": "the sampling request (sampling/createMessage)",
+    "echo_roots": "the roots request (roots/list)",
+}
+
+#: Legacy answers the SDK's types refuse, and the field path each error must give.
+FIELDS = [
+    ("echo_name", {}, "action: Field required"),
+    ("echo_name", {"action": "accept", "content": {"name": {"first": "x"}}}, "content.name: "),
+    ("echo_roots", {"roots": [{"name": "no uri"}]}, "roots[0].uri: Field required"),
+    ("needs_sampling", {"role": "assistant", "content": TEXT}, "model: Field required"),
+]
 
 
 @pytest.fixture
@@ -137,7 +151,8 @@ async def test_junk_legacy_answers_never_complete_a_flow(
             if expected == "refused":
                 assert "error" in reply, reply
                 assert reply["error"]["code"] == -32602
-                assert "'input-0'" in reply["error"]["message"]
+                # Named by what it asked: a legacy client never saw the key 'input-0'.
+                assert ASKED[tool] in reply["error"]["message"], reply
             else:
                 assert reply.get("method") == request["method"], reply  # asked again
                 assert reply["params"]["requestedSchema"] == request["params"]["requestedSchema"]
@@ -164,3 +179,19 @@ async def test_the_server_keeps_serving_after_junk_in_both_eras(url: str) -> Non
             assert text_of(result) == "Deployed api to prod (1 roots): Paris"
             named = await client.call_tool("echo_name", {})
             assert text_of(named) == "hello Alice"
+
+
+@pytest.mark.parametrize(("tool", "junk", "field"), FIELDS)
+async def test_a_malformed_legacy_answer_names_the_request_and_the_field(
+    url: str, tool: str, junk: Any, field: str
+) -> None:
+    async with legacy_session(url) as session:
+        with trio.fail_after(20):
+            async with session.call("tools/call", {"name": tool, "arguments": {}}) as messages:
+                request = await anext(messages)
+                body = json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": junk})
+                await session.post(body.encode())
+                reply = await anext(messages)
+    message = reply["error"]["message"]
+    assert message.startswith(f"the client's answer to {ASKED[tool]} is malformed: "), message
+    assert field in message and "input-0" not in message, message

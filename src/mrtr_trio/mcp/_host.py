@@ -30,7 +30,7 @@ from .._modern import InputRequired
 from .._replay import Complete
 from .._runtime import Runtime
 from .._util import IdentityMemo
-from .._values import Request
+from .._values import Request, describe_request
 from ._registry import Entry
 from ._sdk import (
     CallNext,
@@ -117,6 +117,35 @@ class RequestHost:
         )
 
 
+def validation_problems(error: pydantic.ValidationError) -> str:
+    """Each of *error*'s problems as `field.path: message`, joined by `; `. A field that
+    matched none of a union's members is one problem, not one per member."""
+    found: dict[str, list[str]] = {}
+    for problem in error.errors():
+        found.setdefault(field_path(problem["loc"]) or "the answer", []).append(problem["msg"])
+    return "; ".join(
+        f"{path}: {messages[0] if len(messages) == 1 else 'matches none of its allowed types'}"
+        for path, messages in found.items()
+    )
+
+
+#: Location parts pydantic adds for the member of a union it tried: not fields.
+_UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
+
+
+def field_path(location: tuple[int | str, ...]) -> str:
+    """A pydantic location as a path (`roots[0].uri`), up to the first union member tag."""
+    path = ""
+    for part in location:
+        if isinstance(part, int):
+            path += f"[{part}]"
+            continue
+        if part in _UNION_MEMBERS or "[" in part or part[:1].isupper():
+            break  # `list[str]`, `TextContent`, `function-after[...]`: which member was tried
+        path += f".{part}" if path else part
+    return path
+
+
 class LegacyAsker:
     """Asks a legacy client over the back channel of the request being served."""
 
@@ -132,16 +161,18 @@ class LegacyAsker:
                 metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
             )
         except pydantic.ValidationError as error:
+            # The client never saw the key (a legacy request has none): name the request by
+            # what it asked, and every problem by its field.
             raise InvalidInputResponse(
-                f"the client's answer to {key!r} ({request.method}) is malformed: "
-                f"{error.errors()[0]['msg']}"
+                f"the client's answer to {describe_request(request)} is malformed: "
+                f"{validation_problems(error)}"
             ) from None
         except MCPError as error:
             reason = malformed_reason(error)  # an answer the SDK dropped (see _wirewatch)
             if reason is None:
                 raise
             raise InvalidInputResponse(
-                f"the client's answer to {key!r} ({request.method}) was dropped: {reason}"
+                f"the client's answer to {describe_request(request)} was dropped: {reason}"
             ) from None
         return answer_json(answer)
 
