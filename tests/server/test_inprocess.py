@@ -111,7 +111,7 @@ async def test_failures_are_tool_errors_and_prompt_errors(mode: str) -> None:
         assert failed.is_error and text_of(failed) == "the handler gave up"
         invalid = await client.call_tool("counts", {"count": "many"})
         assert invalid.is_error and "count" in text_of(invalid)
-        assert text_of(await client.call_tool("counts", {"count": "21"})) == "n=42"
+        assert text_of(await client.call_tool("counts", {"count": 21})) == "n=42"
         with pytest.raises(MCPError, match="prompt flow failed") as caught:
             await client.get_prompt("failing_prompt", {})
         assert caught.value.code == -32603

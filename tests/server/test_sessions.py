@@ -178,7 +178,7 @@ async def test_a_junk_legacy_answer_over_http_fails_the_round_at_once(
                 response = await anext(messages)
         error = response["error"]
         assert error["code"] == -32602
-        assert "'input-0' (elicitation/create)" in error["message"]
+        assert "the client's answer to the elicitation 'Name?'" in error["message"]
         assert reason in error["message"]
         # The session keeps serving.
         assert (await session.call_tool("counts", {"count": 1}))["result"]["content"][0][
@@ -206,7 +206,7 @@ def test_a_junk_legacy_answer_over_stdio_fails_the_round_at_once(junk: bytes, re
         response = receive(server)  # at once: round_timeout (600 s) would hang the test
         assert response["id"] == 2
         assert response["error"]["code"] == -32602
-        assert "'input-0' (elicitation/create)" in response["error"]["message"]
+        assert "the client's answer to the elicitation 'Name?'" in response["error"]["message"]
         assert reason in response["error"]["message"]
     finally:
         code, stderr = close(server)

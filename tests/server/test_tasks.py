@@ -84,7 +84,7 @@ def make_app(**options: Any) -> App:
         yield done(len(roots.roots))
 
     @app.tool(task="optional")
-    async def ask_then_work(ctx: Context):
+    async def ask_then_work(ctx: Context, note: str = ""):
         answers = yield {"user_name": elicit("Name?", NAME)}
         yield background()
         again = yield elicit("Sure?", CONFIRM)
@@ -442,7 +442,7 @@ async def test_mrtr_rounds_before_the_task(url: str) -> None:
     assert list(replayed["inputRequests"]) == ["user_name"]
     tampered = await call(url, "ask_then_work", requestState=state[:-2] + "AA")
     assert tampered["code"] == -32602 and tampered["message"] == "Invalid or expired requestState"
-    foreign = await call(url, "ask_then_work", {"x": 1}, requestState=again["requestState"])
+    foreign = await call(url, "ask_then_work", {"note": "x"}, requestState=again["requestState"])
     assert foreign["code"] == -32602  # bound to the tool and its arguments
 
     created = await call(

@@ -76,7 +76,13 @@ class App:
       calls), and `requestState` tokens, tasks and legacy sessions belong to the principal
       the token names (docs/security.md). stdio and in-process clients are not asked for one;
     - *task_max_flows*, *task_max_flows_per_owner*: task-capable flows this process runs at
-      once, in all and for one authenticated principal (docs/tasks.md).
+      once, in all and for one authenticated principal (docs/tasks.md);
+    - *strict_arguments* (default `True`): a tool's arguments are checked against the input
+      schema it advertises, by JSON Schema and without coercion (`"3"` is not an integer),
+      and an argument the schema does not name is refused instead of dropped; every problem
+      is reported. `False`: the parameters' pydantic model converts what it can (`"3"` → 3)
+      and drops unknown arguments. Prompt arguments and URI variables, strings by the
+      protocol, are converted either way.
 
     `app.server` is the underlying `mcp.server.lowlevel.Server`: `mcp.Client(app.server)`
     talks to it in-process, and its request handlers can be extended.
@@ -95,10 +101,12 @@ class App:
         auth: Auth | None = None,
         task_max_flows: int = 1000,
         task_max_flows_per_owner: int | None = 100,
+        strict_arguments: bool = True,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError("App needs a non-empty name")
         self.name = name
+        self.strict_arguments = bool(strict_arguments)
         self.runtime = runtime if runtime is not None else Runtime()
         self._entries: dict[Kind, dict[str, Entry]] = {"tool": {}, "prompt": {}, "resource": {}}
         self._tasks = Tasks(
@@ -233,7 +241,7 @@ class App:
             raise TypeError(f"write @app.{kind}() with parentheses")
 
         def register(fn: F) -> F:
-            entry = make_entry(kind, fn, name=name, **options)
+            entry = make_entry(kind, fn, name=name, strict=self.strict_arguments, **options)
             key = entry.uri if kind == "resource" else entry.name
             assert key is not None
             if key in self._entries[kind]:

@@ -11,6 +11,13 @@ any handler may name the scopes a caller's token needs to use it.
 Resource URIs may be RFC 6570 templates (`test://items/{id}`, `file:///{+path}`,
 `logs://{app}{?since}`) whose variables are the function's parameters; they are parsed and
 matched by the official SDK's `UriTemplate`, which percent-decodes what it captures.
+
+A tool registered with `strict=True` (the App's `strict_arguments`) checks its arguments against
+the advertised input schema first, by JSON Schema and without coercion: `"3"` is not an
+integer, `"true"` not a boolean, and an argument the schema does not name is refused rather
+than dropped (a schema made from the parameters says so, `additionalProperties: false`). Every
+problem is reported, each with its path. Prompt arguments and URI template variables are strings
+by the protocol, so their parameters convert them in both modes.
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
 import attrs
+import jsonschema
 import pydantic
 from mcp import InvalidUriTemplate, UriTemplate
 
@@ -52,11 +60,20 @@ class Entry:
     schema: Mapping[str, Any] | None = None
     headers: Mapping[str, str] = attrs.field(factory=dict)
     scopes: tuple[str, ...] = ()
+    strict: bool = False
     _input_schema: Mapping[str, Any] = attrs.field(init=False, eq=False, repr=False)
+    _checker: jsonschema.protocols.Validator | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         # Built once: the SDK asks for a tool's schema before every tools/call with arguments.
-        object.__setattr__(self, "_input_schema", self._build_input_schema())
+        schema = self._build_input_schema()
+        object.__setattr__(self, "_input_schema", schema)
+        checker = None
+        if self.strict and self.kind == "tool":
+            cls = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
+            cls.check_schema(schema)
+            checker = cls(schema)
+        object.__setattr__(self, "_checker", checker)
 
     @property
     def is_template(self) -> bool:
@@ -75,6 +92,8 @@ class Entry:
         else:
             schema = self.arguments_model.model_json_schema(by_alias=True)
             schema.pop("title", None)
+            if self.strict and self.kind == "tool":
+                schema["additionalProperties"] = False  # what strict checking enforces
         properties = schema.setdefault("properties", {})
         for parameter, header in self.headers.items():
             properties[parameter] = {**properties.get(parameter, {}), X_MCP_HEADER_KEY: header}
@@ -90,6 +109,8 @@ class Entry:
     def validate(self, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """The arguments as the handler receives them (validated and converted), or
         `ArgumentsError` saying what is wrong."""
+        if self._checker is not None:
+            self._check_strictly(dict(arguments or {}))
         try:
             model = self.arguments_model.model_validate(dict(arguments or {}))
         except pydantic.ValidationError as error:
@@ -105,11 +126,46 @@ class Entry:
             for name, field in self.arguments_model.model_fields.items()
         }
 
+    def _check_strictly(self, arguments: dict[str, Any]) -> None:
+        """`ArgumentsError` listing every way *arguments* break the advertised schema, and
+        every argument it does not name."""
+        assert self._checker is not None
+        problems = [
+            f"{_json_path(error.absolute_path) or 'arguments'}: {error.message}"
+            for error in sorted(self._checker.iter_errors(arguments), key=_error_order)
+            if error.validator != "additionalProperties"  # said below, one line per name
+        ]
+        named = self._input_schema.get("properties", {})
+        unknown = sorted(key for key in arguments if key not in named)
+        # Refused unless a schema given verbatim allows more (`additionalProperties`).
+        if unknown and self._input_schema.get("additionalProperties", False) is False:
+            takes = ", ".join(sorted(named)) or "none"
+            problems += [
+                f"{key}: not an argument of this tool (it takes {takes})" for key in unknown
+            ]
+        if problems:
+            raise ArgumentsError(
+                f"invalid arguments for tool {self.name!r} (checked strictly against its "
+                f"input schema): {'; '.join(problems)}"
+            )
+
     def match(self, uri: str) -> dict[str, str | list[str]] | None:
         """The template variables, percent-decoded, if *uri* matches this resource's template,
         else `None` (always, for a plain URI: those are looked up by key). Query variables
         (`{?since}`) the URI leaves out are absent, so their defaults apply."""
         return None if self.uri_template is None else self.uri_template.match(uri)
+
+
+def _json_path(path: Any) -> str:
+    """A JSON Schema error's location as `items[0].name`."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
+    return text
+
+
+def _error_order(error: jsonschema.ValidationError) -> tuple[str, str]:
+    return (_json_path(error.absolute_path), error.message)
 
 
 def make_entry(
@@ -124,9 +180,11 @@ def make_entry(
     input_schema: Mapping[str, Any] | None = None,
     headers: Mapping[str, str] | None = None,
     scopes: Iterable[str] = (),
+    strict: bool = False,
 ) -> Entry:
     """An `Entry` for *fn*, or `TypeError`/`ValueError` saying
-    why it cannot be one."""
+    why it cannot be one. *strict*: a tool's arguments are checked against its advertised
+    schema without coercion."""
     is_generator_handler(fn)  # raises TypeError for anything but an async def function
     name = name or getattr(fn, "__name__", None)
     if not name:
@@ -152,6 +210,7 @@ def make_entry(
         schema=None if input_schema is None else copy.deepcopy(dict(input_schema)),
         headers=dict(headers or {}),
         scopes=_scopes(name, scopes),
+        strict=strict,
     )
     _check_headers(entry)
     return entry
