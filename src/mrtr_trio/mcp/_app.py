@@ -82,7 +82,12 @@ class App:
       and an argument the schema does not name is refused instead of dropped; every problem
       is reported. `False`: the parameters' pydantic model converts what it can (`"3"` → 3)
       and drops unknown arguments. Prompt arguments and URI variables, strings by the
-      protocol, are converted either way.
+      protocol, are converted either way;
+    - *mask_errors* (default `False`): when a handler fails (it raised, or the runtime found a
+      fault in it), the client gets a fixed message with an error id instead of the
+      exception's text, and the log has the traceback under the same id. Failures the client
+      can act on (invalid arguments, requestState, answers or capabilities, round limits, its
+      own error answers) keep their messages.
 
     `app.server` is the underlying `mcp.server.lowlevel.Server`: `mcp.Client(app.server)`
     talks to it in-process, and its request handlers can be extended.
@@ -102,11 +107,13 @@ class App:
         task_max_flows: int = 1000,
         task_max_flows_per_owner: int | None = 100,
         strict_arguments: bool = True,
+        mask_errors: bool = False,
     ) -> None:
         if not isinstance(name, str) or not name:
             raise TypeError("App needs a non-empty name")
         self.name = name
         self.strict_arguments = bool(strict_arguments)
+        self.mask_errors = bool(mask_errors)
         self.runtime = runtime if runtime is not None else Runtime()
         self._entries: dict[Kind, dict[str, Entry]] = {"tool": {}, "prompt": {}, "resource": {}}
         self._tasks = Tasks(
@@ -241,7 +248,14 @@ class App:
             raise TypeError(f"write @app.{kind}() with parentheses")
 
         def register(fn: F) -> F:
-            entry = make_entry(kind, fn, name=name, strict=self.strict_arguments, **options)
+            entry = make_entry(
+                kind,
+                fn,
+                name=name,
+                strict=self.strict_arguments,
+                mask_errors=self.mask_errors,
+                **options,
+            )
             key = entry.uri if kind == "resource" else entry.name
             assert key is not None
             if key in self._entries[kind]:

@@ -11,6 +11,8 @@
   to a request, a requestState that would be over `max_state_bytes`, a retry while the step
   is still running), at most 5 a minute for each handler and kind of ending (the others at
   DEBUG).
+  Under `App(mask_errors=True)` a fault in the server's code is logged with an error id, and
+  the client is told only that id (`MASKED`), never the exception's text.
 
 The runtime logs under `mrtr_trio`: WARNING with the precise reason for each rejected
 `requestState`, and for each replay that diverged under `replay="reask"`.
@@ -19,6 +21,7 @@ The runtime logs under `mrtr_trio`: WARNING with the precise reason for each rej
 from __future__ import annotations
 
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -42,7 +45,7 @@ from ._registry import Entry
 from ._sdk import CallNext, ServerRequestContext
 from ._wire import PROTOCOL_ERRORS, error_message, mcp_error
 
-__all__ = ["flow_failure", "log", "log_calls", "log_failure"]
+__all__ = ["MASKED", "flow_failure", "log", "log_calls", "log_failure"]
 
 log = logging.getLogger("mrtr_trio.mcp")
 
@@ -78,6 +81,10 @@ def log_failure(kind: str, name: str, error: Exception) -> None:
         log.error("%s %r failed", kind, name, exc_info=error)
 
 
+#: What a client is told of a masked failure (`App(mask_errors=True)`).
+MASKED = "{kind} {name!r} failed with an internal error (error id {error_id})"
+
+
 def flow_failure(
     entry: Entry, error: Exception, failure_result: Callable[[str], R] | None = None
 ) -> R | MCPError:
@@ -85,9 +92,18 @@ def flow_failure(
     its JSON-RPC error; any other failure is logged (`log_failure`: ERROR with the traceback
     for a fault in the server's code) and becomes *failure_result* (tools: an `isError`
     result) or, without one, a JSON-RPC error with the error's code (prompts, resources;
-    DESIGN §3), an `MCPError` as it is."""
+    DESIGN §3), an `MCPError` as it is. With the entry's `mask_errors`, a fault in the
+    server's code is told as `MASKED` with a fresh error id, which the log line carries too
+    (`data.errorId` on a JSON-RPC error)."""
     if isinstance(error, PROTOCOL_ERRORS):
         return mcp_error(error)
+    if entry.mask_errors and not isinstance(error, _ENDED_BY_CLIENT_OR_LIMIT):
+        error_id = secrets.token_hex(8)
+        log.error("%s %r failed (error id %s)", entry.kind, entry.name, error_id, exc_info=error)
+        masked = MASKED.format(kind=entry.kind, name=entry.name, error_id=error_id)
+        if failure_result is not None:
+            return failure_result(masked)
+        return MCPError(INTERNAL_ERROR, masked, {"errorId": error_id})
     log_failure(entry.kind, entry.name, error)
     if failure_result is not None:
         return failure_result(error_message(error))

@@ -61,6 +61,7 @@ class Entry:
     headers: Mapping[str, str] = attrs.field(factory=dict)
     scopes: tuple[str, ...] = ()
     strict: bool = False
+    mask_errors: bool = False
     _input_schema: Mapping[str, Any] = attrs.field(init=False, eq=False, repr=False)
     _checker: jsonschema.protocols.Validator | None = attrs.field(init=False, eq=False, repr=False)
 
@@ -181,10 +182,12 @@ def make_entry(
     headers: Mapping[str, str] | None = None,
     scopes: Iterable[str] = (),
     strict: bool = False,
+    mask_errors: bool = False,
 ) -> Entry:
     """An `Entry` for *fn*, or `TypeError`/`ValueError` saying
     why it cannot be one. *strict*: a tool's arguments are checked against its advertised
-    schema without coercion."""
+    schema without coercion. *mask_errors*: a failure in the handler reaches the client as an
+    error id only."""
     is_generator_handler(fn)  # raises TypeError for anything but an async def function
     name = name or getattr(fn, "__name__", None)
     if not name:
@@ -211,6 +214,7 @@ def make_entry(
         headers=dict(headers or {}),
         scopes=_scopes(name, scopes),
         strict=strict,
+        mask_errors=mask_errors,
     )
     _check_headers(entry)
     return entry
