@@ -1,11 +1,13 @@
 """The `mrtr-trio` command line: `serve` an App from a file, make a signing key with `keygen`,
-or run the `demo`."""
+read a `requestState` with `inspect`, or run the `demo`."""
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import functools
 import importlib.util
+import json
 import logging
 import os
 import sys
@@ -30,6 +32,7 @@ Serve mrtr_trio apps over MCP.
       --auth-issuer https://auth.example.com --auth-jwks https://auth.example.com/jwks \
       --scope mcp:tools                   the same, asking every request for a bearer token
   mrtr-trio keygen                        print a fresh signing key for MRTR_TRIO_KEYS
+  mrtr-trio inspect TOKEN                 verify a requestState and print what it holds
   mrtr-trio demo                          serve an example app and drive it in both eras
 """
 
@@ -55,6 +58,19 @@ AUTH_ENVIRONMENT = {
     "auth_jwks": "MRTR_TRIO_AUTH_JWKS",
     "scope": "MRTR_TRIO_SCOPES",
 }
+INSPECT_DESCRIPTION = """\
+Verify a requestState with the signing keys and print what it holds, to debug a stuck flow:
+the flow id, format, key id, issue and expiry times, every journal entry with its kind,
+fingerprint and recorded value (answers, step results), the pending ask, and the return-style
+payload. Keys are never printed.
+
+The keys are MRTR_TRIO_KEYS's, or those given with --key. The token's tag covers the call it was
+minted for, which the token does not carry: alone, a signed token is checked by its 16-bit body
+check only, and an encrypted one cannot be opened. Name the call (--app with --tool, --prompt or
+--resource, and --arguments) to verify the tag as the server does, open an encrypted token, and
+see the binding digest and each recorded step's idempotency key. Exit status 1, with the reason,
+when the token does not verify.
+"""
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -339,6 +355,34 @@ def _parser() -> argparse.ArgumentParser:
         f"`export {ENVIRONMENT_VARIABLE}=$(mrtr-trio keygen)`. To rotate, put the new key "
         f"first and keep the old one after a comma until its tokens have expired.",
     )
+    inspect = commands.add_parser(
+        "inspect",
+        help="verify a requestState and print what it holds",
+        description=INSPECT_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    inspect.add_argument("token", metavar="TOKEN", help="the requestState ('-': read stdin)")
+    inspect.add_argument(
+        "--key",
+        action="append",
+        metavar="KEY",
+        help=f"a key (base64url or hex; repeat for several) instead of {ENVIRONMENT_VARIABLE}; "
+        "write --key=KEY for a key that starts with -",
+    )
+    inspect.add_argument(
+        "--app", metavar="FILE[:APP]", help="the App that minted the token, to name the call"
+    )
+    call = inspect.add_mutually_exclusive_group()
+    call.add_argument("--tool", metavar="NAME", help="the call was tools/call of this tool")
+    call.add_argument("--prompt", metavar="NAME", help="the call was prompts/get of this prompt")
+    call.add_argument("--resource", metavar="URI", help="the call was resources/read of this URI")
+    inspect.add_argument(
+        "--arguments",
+        metavar="JSON",
+        default="{}",
+        help="the call's arguments as the client sent them (default: {})",
+    )
+    inspect.add_argument("--json", action="store_true", help="print the report as JSON")
     commands.add_parser(
         "demo",
         help="serve an example App on loopback and drive it with the official client",
@@ -354,6 +398,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "keygen":
         print(generate_key())
         return
+    if args.command == "inspect":
+        raise SystemExit(_inspect(args))
     if args.command == "demo":
         from .mcp._demo import run_demo
 
@@ -376,6 +422,141 @@ def main(argv: list[str] | None = None) -> None:
         host, port = args.http
         limits = {name: getattr(args, name) for name in args.http_limits}
         run_until_interrupted(functools.partial(_serve_http, app, host, port, limits))
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    """`mrtr-trio inspect`: the report on stdout and 0, or the reason on stderr and 1."""
+    from ._errors import InvalidRequestState
+    from ._inspect import inspect_token
+    from ._keys import parse_keys
+
+    try:
+        if args.key:
+            keys = [key for text in args.key for key in parse_keys(text, source="--key")]
+        else:
+            keys = environment_keys() or []
+    except ValueError as error:
+        print(f"mrtr-trio inspect: {error}", file=sys.stderr)
+        return 1
+    if not keys:
+        print(
+            f"mrtr-trio inspect: no keys: set {ENVIRONMENT_VARIABLE} or pass --key",
+            file=sys.stderr,
+        )
+        return 1
+    token = sys.stdin.read() if args.token == "-" else args.token
+    binding = _call_binding(args)
+    try:
+        report = inspect_token(token, keys, binding=binding)
+    except InvalidRequestState as error:
+        print(f"mrtr-trio inspect: the token does not verify: {error.reason}", file=sys.stderr)
+        return 1
+    print(json.dumps(report, indent=2) if args.json else _report_text(report))
+    return 0
+
+
+def _call_binding(args: argparse.Namespace) -> bytes | None:
+    """The binding digest of the call `inspect` was told of (`--app` and the target), as the
+    App computes it when it serves that call; `None` when no call was named."""
+    from ._journal import qualified_name
+    from ._token import binding_digest
+    from .mcp._registry import ArgumentsError
+
+    named = args.tool or args.prompt or args.resource
+    if args.app is None and named is None:
+        return None
+    if args.app is None or named is None:
+        raise SystemExit(
+            "mrtr-trio inspect: name the call with --app and --tool/--prompt/--resource"
+        )
+    try:
+        raw = json.loads(args.arguments)
+    except json.JSONDecodeError as error:
+        raise SystemExit(f"mrtr-trio inspect: --arguments is not JSON: {error}") from None
+    if not isinstance(raw, dict):
+        raise SystemExit("mrtr-trio inspect: --arguments must be a JSON object")
+    app = load_app(args.app)
+    if args.resource is not None:
+        method, target = "resources/read", args.resource
+        found = app._find_resource(target)
+        if found is None:
+            raise SystemExit(f"mrtr-trio inspect: {args.app} has no resource matching {target!r}")
+        entry, raw = found
+    else:
+        kind = "tool" if args.tool else "prompt"
+        method, target = ("tools/call" if args.tool else "prompts/get"), named
+        entry = app._entries[kind].get(target)
+        if entry is None:
+            raise SystemExit(f"mrtr-trio inspect: {args.app} has no {kind} {target!r}")
+    try:
+        arguments = entry.validate(raw)
+    except ArgumentsError as error:
+        raise SystemExit(f"mrtr-trio inspect: {error}") from None
+    bind = app.bind_bytes(method, target, raw)
+    return binding_digest(qualified_name(entry.fn), arguments, bind)
+
+
+def _report_text(report: dict[str, Any]) -> str:
+    """The `inspect` report for a person."""
+
+    def when(seconds: int) -> str:
+        stamp = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+        return f"{stamp:%Y-%m-%d %H:%M:%S} UTC"
+
+    left = report["seconds_left"]
+    lines = [
+        f"verified:    {report['verified']}",
+        f"format:      {report['format']} (version {report['format_version']}), "
+        f"key id {report['key_id']}, {report['token_characters']} characters",
+        f"flow id:     {report['flow_id']}",
+        f"issued:      {when(report['issued_at'])}",
+        f"expires:     {when(report['expires_at'])} "
+        + (f"(expired {-left} s ago)" if report["expired"] else f"(in {left} s)"),
+        f"rounds:      {report['rounds']}",
+    ]
+    if "binding_digest" in report:
+        lines.append(f"binding:     {report['binding_digest']}")
+    lines.append(f"journal:     {len(report['journal'])} entries")
+    for item in report["journal"]:
+        lines += [f"  #{item['index']} {line}" for line in _entry_lines(item)]
+    pending = report["pending"]
+    if pending is None:
+        lines.append("pending:     nothing (the flow had not asked yet)")
+    elif pending["kind"] == "ask":
+        lines.append("pending:     ask")
+        for ask in pending["asks"]:
+            state = f"answered {_compact(ask['answered'])}" if "answered" in ask else "waiting"
+            lines.append(f"  {ask['key']!r} {ask['kind']} {ask['fingerprint']}: {state}")
+            if "request" in ask:
+                lines.append(f"    request {_compact(ask['request'])}")
+    elif pending["kind"] == "poll":
+        deadline = pending["deadline"]
+        until = "no deadline" if deadline is None else f"until {when(deadline)}"
+        lines.append(f"pending:     poll {pending['fingerprint']} ({until})")
+    else:
+        lines.append("pending:     pause (the client's turn, nothing asked)")
+    if "payload" in report:
+        lines.append(f"payload:     {_compact(report['payload'])}")
+    return "\n".join(lines)
+
+
+def _entry_lines(item: dict[str, Any]) -> list[str]:
+    if item["kind"] == "step":
+        key = f" step_key {item['step_key']}" if "step_key" in item else ""
+        return [f"step {item['fingerprint']}{key}: {_compact(item['value'])}"]
+    if item["kind"] == "pause":
+        return ["pause"]
+    if item["kind"] == "batch":
+        return ["batch"] + [
+            f"  {a['key']!r} {a['kind']} {a['fingerprint']}: {_compact(a['answer'])}"
+            for a in item["answers"]
+        ]
+    return [f"{item['key']!r} {item['kind']} {item['fingerprint']}: {_compact(item['answer'])}"]
+
+
+def _compact(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 300 else text[:297] + "..."
 
 
 if __name__ == "__main__":

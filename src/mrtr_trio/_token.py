@@ -682,6 +682,31 @@ class Keyring:
             )
         raise InvalidRequestState("tag mismatch (tampered, truncated or extended)")
 
+    def check_unbound(self, raw: bytes) -> bytes:
+        """The body of a signed token whose body check holds under the key its key id names,
+        without the call binding the tag covers: for a person reading a token
+        (`mrtr-trio inspect`), authentic to 1 in 65,536 only, never for serving.
+        [InvalidRequestState][mrtr_trio.InvalidRequestState] saying why otherwise; an
+        encrypted token cannot be opened without its binding (it is associated data)."""
+        if len(raw) < _HEADER_BYTES + TAG_BYTES + 1:
+            raise InvalidRequestState(f"too short ({len(raw)} bytes)")
+        if raw[0] == ENCRYPTED_VERSION:
+            raise InvalidRequestState(
+                "encrypted: its contents open only with the call it was minted for"
+            )
+        if raw[0] != FORMAT_VERSION:
+            raise InvalidRequestState(f"unknown format version {raw[0]}")
+        key = self._by_id.get(raw[1 : 1 + KEY_ID_BYTES])
+        if key is None:
+            raise InvalidRequestState(
+                f"key id {raw[1 : 1 + KEY_ID_BYTES].hex()} is not in the keyring"
+            )
+        head, check = raw[: 1 + KEY_ID_BYTES], raw[1 + KEY_ID_BYTES : _HEADER_BYTES]
+        body = raw[_HEADER_BYTES:-TAG_BYTES]
+        if not hmac.compare_digest(check, _check(key, head, body)):
+            raise InvalidRequestState("body check mismatch (tampered, or another key's token)")
+        return body
+
     def step_key(self, key_id: bytes, material: bytes) -> str:
         """A step's idempotency key: *material* hashed under the step subkey of the key named
         *key_id* (the one that verified the flow's token, or the signing key)."""
