@@ -72,6 +72,14 @@ see the binding digest and each recorded step's idempotency key. Exit status 1, 
 when the token does not verify.
 """
 
+#: Said on stderr when `serve` runs on stdio with a terminal as stdin: nothing else is printed
+#: until a client writes JSON-RPC, so it would look hung.
+STDIO_ON_A_TERMINAL = """\
+mrtr-trio: serving {name!r} over stdio: it reads MCP JSON-RPC messages from stdin and writes
+them to stdout, so it waits silently for a client. An MCP client runs this command itself (its
+stdio configuration: the command, the file and MRTR_TRIO_KEYS); to call it from other
+processes, serve HTTP instead: --http 127.0.0.1:8000. Ctrl-C stops it."""
+
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
@@ -417,6 +425,8 @@ def main(argv: list[str] | None = None) -> None:
     if app.runtime.step_store is not None:
         trio.run(check_step_store, app.runtime.step_store, not args.no_store_check)
     if args.http is None:
+        if sys.stdin.isatty():
+            print(STDIO_ON_A_TERMINAL.format(name=app.name), file=sys.stderr, flush=True)
         run_until_interrupted(app.serve_stdio)
     else:
         host, port = args.http

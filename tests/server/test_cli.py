@@ -255,3 +255,47 @@ def test_python_dash_m_mrtr_trio_is_the_command() -> None:
         [sys.executable, "-m", "mrtr_trio", "--help"], capture_output=True, text=True, timeout=60
     )
     assert "usage: mrtr-trio" in usage.stdout and "serve" in usage.stdout
+
+
+def test_serve_on_stdio_from_a_terminal_says_what_it_is_doing() -> None:
+    """With a terminal as stdin, `serve` says on stderr that it waits for a client's JSON-RPC
+    and how to serve HTTP instead; with a pipe (a client), it says nothing of the kind."""
+    import pty
+
+    app_file = Path(__file__).with_name("apps.py")
+    terminal, its_end = pty.openpty()
+    said = b""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mrtr_trio", "serve", f"{app_file}:app"],
+        stdin=its_end,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert server.stderr is not None
+        deadline = time.monotonic() + 30
+        while b"Ctrl-C stops it." not in said and time.monotonic() < deadline:
+            ready, _, _ = select.select([server.stderr], [], [], 1)
+            if ready:
+                said += os.read(server.stderr.fileno(), 4096)
+        text = said.decode()
+        assert "mrtr-trio: serving 'interop' over stdio" in text, text
+        assert "--http 127.0.0.1:8000" in text
+        time.sleep(0.5)
+        assert server.poll() is None  # still serving, waiting for a client
+    finally:
+        server.kill()
+        server.wait()
+        os.close(terminal)
+        os.close(its_end)
+        for stream in (server.stdout, server.stderr):
+            assert stream is not None
+            stream.close()
+    piped = subprocess.run(
+        [sys.executable, "-m", "mrtr_trio", "serve", f"{app_file}:app"],
+        stdin=subprocess.DEVNULL,  # not a terminal: ends at once (end of input)
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert "over stdio" not in piped.stderr, piped.stderr
