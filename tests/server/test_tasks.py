@@ -677,3 +677,35 @@ async def test_a_task_waits_on_poll_while_working(autojump_clock: trio.abc.Clock
         assert task is not None and task.status == "completed"
         assert task.result is not None and task.result["content"][0]["text"] == "approved"
     assert len(calls) == 5  # at 0, 30, 60, 90 and 120 s: every `every` seconds, then read once
+
+
+async def test_debug_logs_the_task_a_call_became_and_every_tasks_request(
+    url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="mrtr_trio.mcp")
+    created = await call(url, "confirm", {"filename": "log.txt"})
+    task_id = created["taskId"]
+    task = await until(url, task_id, "input_required")
+    [key] = task["inputRequests"]
+    answer = {key: {"action": "accept", "content": {"confirm": True}}}
+    await rpc(url, "tasks/update", {"taskId": task_id, "inputResponses": answer})
+    await until(url, task_id, "completed")
+    await rpc(url, "tasks/cancel", {"taskId": task_id})
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    lines = [line for line in lines if "[2026-07-28]" in line]
+
+    def logged(start: str, outcome: str) -> None:
+        assert any(line.startswith(start) and f"]: {outcome} (" in line for line in lines), (
+            start,
+            outcome,
+            lines,
+        )
+
+    logged("tools/call 'confirm'", f"task {task_id!r} created, working")
+    assert not any(
+        line.startswith("tools/call 'confirm'") and ": complete" in line for line in lines
+    )
+    logged(f"tasks/get task {task_id!r}", f"task input_required [{key!r}]")
+    logged(f"tasks/update task {task_id!r} answering [{key!r}]", "complete")
+    logged(f"tasks/get task {task_id!r}", "task completed")
+    logged(f"tasks/cancel task {task_id!r}", "complete")

@@ -1,8 +1,10 @@
 """What the MCP server logs, under the logger `mrtr_trio.mcp`.
 
-- One DEBUG line per `tools/call`, `prompts/get` and `resources/read` served: the method, the
-  target, the protocol version, the outcome (`complete`, `input_required` with the keys asked,
-  `isError`, or the JSON-RPC error) and the time it took.
+- One DEBUG line per `tools/call`, `prompts/get`, `resources/read`, `tasks/get`,
+  `tasks/update` and `tasks/cancel` served: the method, the target (a task's id, and the keys a
+  `tasks/update` answers), the protocol version, the outcome (`complete`, `input_required` with
+  the keys asked, `task` with its id and status for a call that became a task, the task's
+  status for `tasks/get`, `isError`, or the JSON-RPC error) and the time it took.
 - A flow that fails, whatever the client is told ([flow_failure][mrtr_trio.mcp._log.flow_failure]
   says what it is told, in every driver): ERROR with the traceback when the server's
   code is at fault (the handler raised, yielded something that is not a request, or built an
@@ -113,10 +115,13 @@ def flow_failure(
     return MCPError(code, error_message(error))
 
 
+_LOGGED_METHODS = MRTR_METHODS | {"tasks/get", "tasks/update", "tasks/cancel"}
+
+
 def log_calls(ctx: ServerRequestContext[Any], call_next: CallNext) -> Awaitable[Any]:
     """Middleware: one DEBUG line per MRTR call served (when DEBUG is enabled; otherwise it
     hands back the rest of the chain's awaitable, so no frame of its own stays in the call)."""
-    if ctx.method not in MRTR_METHODS or not log.isEnabledFor(logging.DEBUG):
+    if ctx.method not in _LOGGED_METHODS or not log.isEnabledFor(logging.DEBUG):
         return call_next(ctx)
     return _logged(ctx, call_next)
 
@@ -138,15 +143,19 @@ async def _logged(ctx: ServerRequestContext[Any], call_next: CallNext) -> Any:
         log.debug(
             "%s %s [%s]: %s (%.1f ms)",
             ctx.method,
-            _target(ctx.params),
+            _target(ctx.method, ctx.params),
             ctx.protocol_version,
             outcome,
             (time.perf_counter() - started) * 1000,
         )
 
 
-def _target(params: Mapping[str, Any] | None) -> str:
+def _target(method: str, params: Mapping[str, Any] | None) -> str:
     params = params or {}
+    if method.startswith("tasks/"):
+        answers = params.get("inputResponses")
+        keys = f" answering {sorted(answers)}" if isinstance(answers, Mapping) else ""
+        return f"task {params.get('taskId')!r}{keys}"
     target = params.get("name", params.get("uri"))
     retry = " (retry with requestState)" if params.get("requestState") is not None else ""
     return f"{target!r}{retry}"
@@ -160,6 +169,13 @@ def _describe(result: Any) -> str:
     if result.get("resultType") == "input_required":
         keys = sorted(result.get("inputRequests") or {})
         return f"input_required {keys}" if keys else "input_required (state only)"
+    if result.get("resultType") == "task":  # a call that became a task
+        return f"task {result.get('taskId')!r} created, {result.get('status')}"
+    if "taskId" in result and "status" in result:  # tasks/get
+        status = result["status"]
+        if status == "input_required":
+            status += f" {sorted(result.get('inputRequests') or {})}"
+        return f"task {status}"
     if result.get("isError"):
         blocks = result.get("content") or []
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, Mapping))
