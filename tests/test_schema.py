@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mrtr_trio import _schema
+from mrtr_trio import _schema, elicit
 from mrtr_trio._formats import FORMATS, is_date_time, is_email, is_uri
 from mrtr_trio._schema import content_problems
 from mrtr_trio._util import Memo
@@ -384,3 +384,29 @@ def test_schemas_beyond_the_subset_are_validated_as_one() -> None:
     assert _schema.compile_schema(patterned).checks is None  # no fast check for `pattern`
     assert content_problems(patterned, {"s": "b"}) != []
     assert content_problems(patterned, {"s": "ab"}) == []
+
+
+def test_a_schema_error_lists_every_problem() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "weird"},
+            "b": {"type": "string", "format": "zip", "minLength": -1},
+            "c": "not a dict",
+        },
+        "required": ["d"],
+    }
+    with pytest.raises(ValueError) as caught:
+        elicit("Fill in", schema)
+    message = str(caught.value)
+    assert message.startswith("the requested schema has 5 problems: (1) ")
+    for problem in (
+        "property 'a' has type 'weird'",
+        "property 'b': format 'zip'",
+        "property 'b': minLength must be a non-negative integer",
+        "property 'c' must be a dict, got str",
+        "requires ['d'] but has no such properties",
+    ):
+        assert problem in message, message
+    with pytest.raises(TypeError, match="must be a dict"):  # one problem: as it always was
+        elicit("Fill in", {"type": "object", "properties": {"c": 3}})

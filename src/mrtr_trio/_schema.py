@@ -47,78 +47,106 @@ _STRING_FORMATS = frozenset({"email", "uri", "date", "date-time"})
 
 
 def check_schema(schema: object) -> None:
-    """Raise `TypeError` or `ValueError` unless *schema* is a valid elicitation schema."""
+    """Raise `TypeError` or `ValueError` unless *schema* is a valid elicitation schema; the
+    message lists every problem found (the type is the first problem's)."""
     if not isinstance(schema, Mapping):
         raise TypeError(f"requested schema must be a dict, got {type(schema).__name__}")
+    problems: list[tuple[type[Exception], str]] = []
     if schema.get("type") != "object":
-        raise ValueError(f'requested schema must have "type": "object", got {schema.get("type")!r}')
+        problems.append(
+            (ValueError, f'requested schema must have "type": "object", got {schema.get("type")!r}')
+        )
     properties = schema.get("properties", {})
     if not isinstance(properties, Mapping):
-        raise TypeError('requested schema "properties" must be a dict of property schemas')
+        problems.append(
+            (TypeError, 'requested schema "properties" must be a dict of property schemas')
+        )
+        properties = {}
     for name, prop in properties.items():
         if not isinstance(name, str):
-            raise TypeError(f"requested schema property names must be strings, got {name!r}")
-        _check_property(name, prop)
+            problems.append(
+                (TypeError, f"requested schema property names must be strings, got {name!r}")
+            )
+            continue
+        problems += _property_problems(name, prop)
     required = schema.get("required", [])
     if not isinstance(required, list | tuple) or not all(isinstance(r, str) for r in required):
-        raise TypeError('requested schema "required" must be a list of property names')
-    unknown = [r for r in required if r not in properties]
-    if unknown:
-        raise ValueError(f"requested schema requires {unknown} but has no such properties")
+        problems.append((TypeError, 'requested schema "required" must be a list of property names'))
+    else:
+        unknown = [r for r in required if r not in properties]
+        if unknown:
+            problems.append(
+                (ValueError, f"requested schema requires {unknown} but has no such properties")
+            )
+    if problems:
+        kind, first = problems[0]
+        if len(problems) == 1:
+            raise kind(first)
+        listed = "; ".join(f"({n}) {text}" for n, (_, text) in enumerate(problems, 1))
+        raise kind(f"the requested schema has {len(problems)} problems: {listed}")
 
 
-def _check_property(name: str, prop: object) -> None:
+def _property_problems(name: str, prop: object) -> list[tuple[type[Exception], str]]:
+    """Every way the property schema *prop* is not one elicitation allows."""
     where = f"requested schema property {name!r}"
     if not isinstance(prop, Mapping):
-        raise TypeError(f"{where} must be a dict, got {type(prop).__name__}")
+        return [(TypeError, f"{where} must be a dict, got {type(prop).__name__}")]
+    problems: list[tuple[type[Exception], str]] = []
+
+    def problem(text: str) -> None:
+        problems.append((ValueError, text))
+
     kind = prop.get("type")
     if kind not in _PRIMITIVE_TYPES:
-        raise ValueError(
+        problem(
             f"{where} has type {kind!r}; elicitation allows only "
             "string, number, integer, boolean, or array (multi-select enum)"
         )
     if "enum" in prop:
         values = prop["enum"]
         if kind != "string" or not isinstance(values, list) or not values:
-            raise ValueError(f'{where}: "enum" must be a non-empty list on a string property')
-        if not all(isinstance(v, str) for v in values):
-            raise ValueError(f'{where}: "enum" values must be strings')
+            problem(f'{where}: "enum" must be a non-empty list on a string property')
+        elif not all(isinstance(v, str) for v in values):
+            problem(f'{where}: "enum" values must be strings')
     if "oneOf" in prop:
-        _check_consts(where, "oneOf", prop["oneOf"])
+        problems += _const_problems(where, "oneOf", prop["oneOf"])
     if kind == "array":
         items = prop.get("items")
         if not isinstance(items, Mapping) or not ("enum" in items or "anyOf" in items):
-            raise ValueError(
+            problem(
                 f'{where}: an array property needs "items" with "enum" or "anyOf" '
                 "(elicitation arrays are multi-select enums)"
             )
-        if "enum" in items and (
-            not isinstance(items["enum"], list)
-            or not items["enum"]
-            or not all(isinstance(v, str) for v in items["enum"])
-        ):
-            raise ValueError(f'{where}: "items.enum" must be a non-empty list of strings')
-        if "anyOf" in items:
-            _check_consts(where, "items.anyOf", items["anyOf"])
+        else:
+            if "enum" in items and (
+                not isinstance(items["enum"], list)
+                or not items["enum"]
+                or not all(isinstance(v, str) for v in items["enum"])
+            ):
+                problem(f'{where}: "items.enum" must be a non-empty list of strings')
+            if "anyOf" in items:
+                problems += _const_problems(where, "items.anyOf", items["anyOf"])
     if "format" in prop and prop["format"] not in _STRING_FORMATS:
-        raise ValueError(
-            f"{where}: format {prop['format']!r} is not one of {sorted(_STRING_FORMATS)}"
-        )
+        problem(f"{where}: format {prop['format']!r} is not one of {sorted(_STRING_FORMATS)}")
     for bound in ("minLength", "maxLength", "minItems", "maxItems"):
         if bound in prop and not (is_int(prop[bound]) and prop[bound] >= 0):
-            raise ValueError(f"{where}: {bound} must be a non-negative integer")
+            problem(f"{where}: {bound} must be a non-negative integer")
     for bound in ("minimum", "maximum"):
         if bound in prop and not is_number(prop[bound]):
-            raise ValueError(f"{where}: {bound} must be a number")
+            problem(f"{where}: {bound} must be a number")
+    return problems
 
 
-def _check_consts(where: str, field: str, options: object) -> None:
+def _const_problems(where: str, field: str, options: object) -> list[tuple[type[Exception], str]]:
     if (
         not isinstance(options, list)
         or not options
         or not all(isinstance(o, Mapping) and isinstance(o.get("const"), str) for o in options)
     ):
-        raise ValueError(f'{where}: "{field}" must be a non-empty list of {{"const": str}} options')
+        return [
+            (ValueError, f'{where}: "{field}" must be a non-empty list of {{"const": str}} options')
+        ]
+    return []
 
 
 def content_problems(schema: Mapping[str, Any], content: Mapping[str, Any]) -> list[str]:
