@@ -15,9 +15,11 @@ from mrtr_trio import (
     ElicitResult,
     InvalidInputResponse,
     Runtime,
+    accepted_content,
     create_message,
     done,
     elicit,
+    input_response,
     list_roots,
     parse_answer,
 )
@@ -87,3 +89,13 @@ def test_an_answer_of_another_type_names_what_is_taken() -> None:
         parse_answer(elicit("Name?", NAME), ("accept", {"name": "Ada"}))
     assert "mrtr_trio.ElicitResult or the SDK's mcp_types.ElicitResult" in str(error.value)
     assert "a JSON object" in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "raw", [SDK_ELICIT, {"action": "accept", "content": {"name": "Ada"}}], ids=["sdk", "json"]
+)
+def test_the_return_style_helpers_read_sdk_answers_and_json(raw: Any) -> None:
+    responses = {"who": raw}
+    assert accepted_content(responses, "who") == {"name": "Ada"}
+    assert input_response(responses, "who") == ElicitResult("accept", {"name": "Ada"})
+    assert accepted_content(responses, "nobody") is None and input_response(responses, "x") is None

@@ -24,6 +24,7 @@ from ._values import (
     elicit_url,
     list_roots,
     parse_answer,
+    sdk_answer_json,
 )
 
 if TYPE_CHECKING:
@@ -221,8 +222,8 @@ class Context:
 
 def accepted_content(responses: Mapping[str, Any] | None, key: str) -> dict[str, Any] | None:
     """The `content` of an accepted elicitation answer under *key* in *responses* (answer
-    objects or raw JSON), else `None`."""
-    answer = (responses or {}).get(key)
+    objects, the SDK's, or raw JSON), else `None`."""
+    answer = sdk_answer_json((responses or {}).get(key))
     if isinstance(answer, ElicitResult):
         return dict(answer.content) if answer.accepted and answer.content is not None else None
     if isinstance(answer, Mapping) and answer.get("action") == "accept":
@@ -233,17 +234,23 @@ def accepted_content(responses: Mapping[str, Any] | None, key: str) -> dict[str,
 
 def input_response(responses: Mapping[str, Any] | None, key: str) -> Any:
     """The answer under *key* in *responses* (answer objects, or raw JSON which is parsed by its
-    shape), else `None`. Raw JSON that is no answer at all is returned unchanged."""
-    answer = (responses or {}).get(key)
+    shape; the SDK's answer types too), else `None`. Raw JSON that is no answer at all is
+    returned unchanged."""
+    answer = sdk_answer_json((responses or {}).get(key))
     if answer is None or isinstance(answer, ElicitResult | CreateMessageResult | ListRootsResult):
         return answer
     if isinstance(answer, Mapping):
         probe = _probe_request(answer)
         if probe is not None:
             try:
-                return parse_answer(probe, answer)
+                parsed = parse_answer(probe, answer)
             except MrtrError:
                 return answer
+            if isinstance(parsed, ElicitResult) and parsed.content is not None:
+                # The probe asked for no properties, so parsing kept none: the content is
+                # the client's, checked above as an object of content values.
+                return ElicitResult(parsed.action, dict(answer["content"]))
+            return parsed
     return answer
 
 
