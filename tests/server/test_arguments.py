@@ -7,10 +7,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp import Client
 
 from mrtr_trio import Runtime
 from mrtr_trio.mcp import App
+from mrtr_trio.mcp._registry import make_entry
 
 from .clients import text_of
 
@@ -114,3 +117,41 @@ async def test_prompt_arguments_and_uri_variables_are_converted_in_both_modes(
         assert prompt.messages[0].content.text == "again again "
         resource = await client.read_resource("shop://items/7")
         assert resource.contents[0].text == "item 7"
+
+
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+@given(st.dictionaries(st.sampled_from(["count", "gift", "note", "other"]), VALUES, max_size=4))
+def test_the_hand_checks_never_pass_what_json_schema_refuses(arguments: dict[str, Any]) -> None:
+    """Plain schemas are checked by hand first (the fast path): it may send valid arguments on
+    to jsonschema, but never passes invalid ones."""
+
+    async def order(ctx: Any, count: int, gift: bool = False, note: str = "") -> str:
+        return ""
+
+    entry = make_entry("tool", order, name=None, description=None, strict=True)
+    plain, checker = entry._plain, entry._checker
+    assert plain is not None and checker is not None
+    if plain.passes(arguments):
+        assert not list(checker.iter_errors(arguments)), arguments
+    if set(arguments) <= {"count", "gift", "note"} and "count" in arguments:
+        typed = (
+            type(arguments["count"]) is int
+            and type(arguments.get("gift", False)) is bool
+            and type(arguments.get("note", "")) is str
+        )
+        assert plain.passes(arguments) == typed, arguments
+
+
+def test_schemas_beyond_plain_types_have_no_hand_checks() -> None:
+    app = app_with()
+    assert app._entries["tool"]["shirt"]._plain is None  # minimum: jsonschema's
+    assert app._entries["tool"]["order"]._plain is not None

@@ -64,6 +64,7 @@ class Entry:
     mask_errors: bool = False
     _input_schema: Mapping[str, Any] = attrs.field(init=False, eq=False, repr=False)
     _checker: jsonschema.protocols.Validator | None = attrs.field(init=False, eq=False, repr=False)
+    _plain: _Plain | None = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         # Built once: the SDK asks for a tool's schema before every tools/call with arguments.
@@ -75,6 +76,7 @@ class Entry:
             cls.check_schema(schema)
             checker = cls(schema)
         object.__setattr__(self, "_checker", checker)
+        object.__setattr__(self, "_plain", _plain(schema) if checker is not None else None)
 
     @property
     def is_template(self) -> bool:
@@ -131,6 +133,8 @@ class Entry:
         """`ArgumentsError` listing every way *arguments* break the advertised schema, and
         every argument it does not name."""
         assert self._checker is not None
+        if self._plain is not None and self._plain.passes(arguments):
+            return
         problems = [
             f"{_json_path(error.absolute_path) or 'arguments'}: {error.message}"
             for error in sorted(self._checker.iter_errors(arguments), key=_error_order)
@@ -155,6 +159,57 @@ class Entry:
         else `None` (always, for a plain URI: those are looked up by key). Query variables
         (`{?since}`) the URI leaves out are absent, so their defaults apply."""
         return None if self.uri_template is None else self.uri_template.match(uri)
+
+
+# Strict checking by jsonschema alone cost about 13 us a call (16.1 us against 2.6 us for the
+# lax pydantic validation alone, for a two-string tool: some 10% of the server's work per
+# modern leg). Most tools' schemas are plain typed properties, which these checks pass for
+# about 0.6 us (2.7 us against 2.1 us, timeit, 20,000 calls). They only ever say "valid":
+# anything they do not pass goes to jsonschema for the verdict and the messages.
+_PLAIN_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda value: type(value) is str,
+    "integer": lambda value: type(value) is int,
+    "boolean": lambda value: type(value) is bool,
+    "number": lambda value: type(value) is int or type(value) is float,
+}
+_PLAIN_OBJECT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties"})
+_PLAIN_PROPERTY_KEYWORDS = frozenset({"type", "title", "description", "default"})
+
+
+@attrs.frozen
+class _Plain:
+    """A schema of plain typed properties, no others allowed: checked by hand."""
+
+    required: frozenset[str]
+    checks: Mapping[str, Callable[[Any], bool]]
+
+    def passes(self, arguments: Mapping[str, Any]) -> bool:
+        checks = self.checks
+        for key, value in arguments.items():
+            check = checks.get(key)
+            if check is None or not check(value):
+                return False
+        return self.required <= arguments.keys()
+
+
+def _plain(schema: Mapping[str, Any]) -> _Plain | None:
+    """The hand checks for *schema*, or `None` when it is not plain (see `_PLAIN_TYPES`)."""
+    if not set(schema) <= _PLAIN_OBJECT_KEYWORDS or schema.get("type") != "object":
+        return None
+    if schema.get("additionalProperties") is not False:
+        return None
+    checks = {}
+    for name, prop in schema.get("properties", {}).items():
+        if not isinstance(prop, Mapping) or not set(prop) <= _PLAIN_PROPERTY_KEYWORDS:
+            return None
+        check = _PLAIN_TYPES.get(prop.get("type"))  # type: ignore[arg-type]
+        if check is None:
+            return None
+        checks[name] = check
+    required = schema.get("required", [])
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return None
+    return _Plain(frozenset(required), checks)
 
 
 def _json_path(path: Any) -> str:
