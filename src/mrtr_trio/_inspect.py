@@ -24,7 +24,16 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidRequestState
-from ._journal import Answered, AnsweredOne, Cursor, Pending, PendingPoll, StepResult
+from ._journal import (
+    Answered,
+    AnsweredOne,
+    Cursor,
+    Pending,
+    PendingOne,
+    PendingPoll,
+    StepResult,
+    single_key,
+)
 from ._token import (
     ENCRYPTED_VERSION,
     KEY_ID_BYTES,
@@ -83,7 +92,9 @@ def inspect_token(
         "rounds": cursor.rounds,
         "token_characters": len(token.strip()),
         "journal": [],
-        "pending": _pending(cursor.pending),
+        "pending": _pending(
+            cursor.pending, sum(isinstance(entry, AnsweredOne) for entry in journal)
+        ),
     }
     if cursor.payload is not None:
         report["payload"] = _json(cursor.payload)
@@ -113,16 +124,28 @@ def inspect_token(
 
 def _answer(key: str, fingerprint: bytes, answer: Any) -> dict[str, Any]:
     return {
-        "kind": KIND_NAMES.get(fingerprint[0], f"kind {fingerprint[0]}"),
+        "kind": _kind(fingerprint),
         "key": key,
         "fingerprint": fingerprint.hex(),
         "answer": answer.to_wire(),
     }
 
 
-def _pending(pending: Pending | PendingPoll | None) -> dict[str, Any] | None:
+def _pending(
+    pending: Pending | PendingOne | PendingPoll | None, singles: int
+) -> dict[str, Any] | None:
+    """The pending point; *singles*: the asks of one request in the journal (a pending one's
+    key, `input-N`, counts them)."""
     if pending is None:
         return None
+    if isinstance(pending, PendingOne):
+        fingerprint = pending.fingerprint
+        one = {
+            "key": single_key(singles),
+            "kind": _kind(fingerprint),
+            "fingerprint": fingerprint.hex(),
+        }
+        return {"kind": "ask", "asks": [one]}
     if isinstance(pending, PendingPoll):
         deadline = pending.deadline
         return {"kind": "poll", "fingerprint": pending.fingerprint.hex(), "deadline": deadline}
@@ -132,7 +155,7 @@ def _pending(pending: Pending | PendingPoll | None) -> dict[str, Any] | None:
     for key, fingerprint in pending.fingerprints.items():
         ask: dict[str, Any] = {
             "key": key,
-            "kind": KIND_NAMES.get(fingerprint[0], f"kind {fingerprint[0]}"),
+            "kind": _kind(fingerprint),
             "fingerprint": fingerprint.hex(),
         }
         if key in pending.answered:
@@ -159,3 +182,8 @@ def _json(value: Any) -> Any:
     if isinstance(value, dict):
         return {str(key): _json(item) for key, item in value.items()}
     return value
+
+
+def _kind(fingerprint: bytes) -> str:
+    """The kind a fingerprint names (its first byte)."""
+    return KIND_NAMES.get(fingerprint[0], f"kind {fingerprint[0]}")
