@@ -36,6 +36,7 @@ from ._values import KIND_NAMES, Answer, Request, fingerprint_of
 
 __all__ = [
     "MAX_DEPTH",
+    "Mark",
     "Answered",
     "AnsweredOne",
     "Cursor",
@@ -49,6 +50,7 @@ __all__ = [
     "SINGLE_KEYS",
     "StepResult",
     "StrictDecoder",
+    "answers",
     "describe_fingerprint",
     "flat_record_problem",
     "qualified_name",
@@ -203,6 +205,29 @@ class PendingPoll:
     deadline: int | None
 
 
+#: What a need is matched by: the fingerprint of a request yielded on its own or of a step or
+#: poll, or an ask's fingerprints by key.
+Mark: TypeAlias = bytes | Mapping[str, bytes]
+
+
+def answers(
+    recorded: Entry | Pending | PendingOne | PendingPoll, key: str | None, mark: Mark
+) -> bool:
+    """Whether *recorded* (a journal entry, or the pending point of a checkpoint) answers a
+    need: a request yielded on its own, asked under *key* with fingerprint *mark*; or (*key*
+    `None`) an ask whose fingerprints by key are *mark*, or a step or poll whose fingerprint is
+    *mark*. The one rule replaying and resuming follow: the same kind, keys and fingerprints
+    (a pending ask of one request implies its key, the next `input-N`)."""
+    kind = type(recorded)
+    if kind is AnsweredOne:
+        return recorded.fingerprint == mark and recorded.key == key  # type: ignore[union-attr]
+    if kind is PendingOne:
+        return key is not None and recorded.fingerprint == mark  # type: ignore[union-attr]
+    if kind is Answered or kind is Pending:
+        return key is None and recorded.fingerprints == mark  # type: ignore[union-attr]
+    return key is None and recorded.fingerprint == mark  # type: ignore[union-attr]
+
+
 class Journal(Sequence[Entry]):
     """A flow's journal: its entries, in order.
 
@@ -252,12 +277,8 @@ class Journal(Sequence[Entry]):
         on its own as its *singles*-th (asked under `input-{singles}`), whose fingerprint is
         *fingerprint*; `None` when it records anything else."""
         entry = self[position]
-        if (
-            type(entry) is AnsweredOne
-            and entry.fingerprint == fingerprint
-            and entry.key == single_key(singles)
-        ):
-            return entry.answer
+        if answers(entry, single_key(singles), fingerprint):
+            return entry.answer  # type: ignore[union-attr]
         return None
 
     def head(self, length: int) -> Journal:

@@ -71,10 +71,12 @@ from ._journal import (
     AnsweredOne,
     Cursor,
     Entry,
+    Mark,
     Pending,
     PendingOne,
     PendingPoll,
     StepResult,
+    answers,
     describe_fingerprint,
     flat_record_problem,
     qualified_name,
@@ -560,25 +562,22 @@ class Replay:
 
     def _at_pending(self, need: _Named) -> Action:
         pending = self._pending
-        if isinstance(pending, PendingPoll):
-            if type(need) is Poll and step_fingerprint(need.fn, need.name) == pending.fingerprint:
-                self._go("need matches the pending poll")
-                self._running, self._polling = need, pending
-                return RunPoll(need)
-            return self._diverge(f"poll ({describe_fingerprint(pending.fingerprint)})", need)
         assert pending is not None
+        polling = type(pending) is PendingPoll
+        if not answers(pending, *_mark(need)) or (polling and type(need) is not Poll):
+            singles = self._singles - (type(need) is OneRequest)
+            return self._diverge(_describe_entry(pending, singles), need)
+        if polling:
+            self._go("need matches the pending poll")
+            self._running, self._polling = need, pending  # type: ignore[assignment]
+            return RunPoll(need)  # type: ignore[arg-type]
         event = "need matches the pending ask, all answered"
-        if isinstance(pending, PendingOne):
+        responses, self._responses = self._responses or _NOTHING, None
+        if type(pending) is PendingOne:
             # (Its key is implied: the journal is spent, so the next request yielded on its
             # own is the one it recorded.)
-            if type(need) is OneRequest and need.request.fingerprint == pending.fingerprint:
-                responses, self._responses = self._responses or _NOTHING, None
-                return self._take_one(need, responses, event)
-        elif type(need) is Ask and need.fingerprints == pending.fingerprints:
-            responses, self._responses = self._responses or _NOTHING, None
-            return self._take(need, pending.answered, responses, event)
-        singles = self._singles - (type(need) is OneRequest)
-        return self._diverge(_describe_entry(pending, singles), need)
+            return self._take_one(need, responses, event)  # type: ignore[arg-type]
+        return self._take(need, pending.answered, responses, event)  # type: ignore[arg-type,union-attr]
 
     def _live(self, need: _Named) -> Action:
         kind = type(need)
@@ -758,33 +757,37 @@ class Replay:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _recorded_value(entry: Entry, need: _Named) -> Any:
-    """What the journal gives back for *need*, or `_MISMATCH`."""
+def _mark(need: _Named) -> tuple[str | None, Mark]:
+    """What [answers][mrtr_trio._journal.answers] matches *need* by: its key (a request
+    yielded on its own) and its fingerprint(s). (`done` has none, and nothing answers it.)"""
     kind = type(need)
     if kind is OneRequest:
-        if (
-            type(entry) is AnsweredOne
-            and entry.key == need.key  # type: ignore[union-attr]
-            and entry.fingerprint == need.request.fingerprint  # type: ignore[union-attr]
-        ):
-            return entry.answer
-    elif kind is Ask:
-        if type(entry) is Answered and need.fingerprints == entry.fingerprints:  # type: ignore[union-attr]
-            return dict(entry.answers)  # a copy: the handler gets it
-    elif (
-        (kind is Step or kind is Poll)
-        and type(entry) is StepResult
-        and entry.fingerprint == step_fingerprint(need.fn, need.name)  # type: ignore[union-attr]
-    ):
-        return entry.value
-    return _MISMATCH
+        return need.key, need.request.fingerprint  # type: ignore[union-attr]
+    if kind is Ask:
+        return None, need.fingerprints  # type: ignore[union-attr]
+    if kind is Step or kind is Poll:
+        return None, step_fingerprint(need.fn, need.name)  # type: ignore[union-attr]
+    return None, b""
 
 
-def _describe_entry(entry: Entry | Pending | PendingOne, singles: int = 0) -> str:
+def _recorded_value(entry: Entry, need: _Named) -> Any:
+    """What the journal gives back for *need*, or `_MISMATCH`."""
+    if not answers(entry, *_mark(need)):
+        return _MISMATCH
+    if type(entry) is AnsweredOne:
+        return entry.answer
+    if type(entry) is Answered:
+        return dict(entry.answers)  # a copy: the handler gets it
+    return entry.value  # type: ignore[union-attr]
+
+
+def _describe_entry(entry: Entry | Pending | PendingOne | PendingPoll, singles: int = 0) -> str:
     """A journal entry, or a pending ask, as the divergence message names it (*singles*: the
     asks of one request before a pending one, which give its key)."""
     if isinstance(entry, PendingOne):
         return f"{single_key(singles)!r} ({describe_fingerprint(entry.fingerprint)})"
+    if isinstance(entry, PendingPoll):
+        return f"poll ({describe_fingerprint(entry.fingerprint)})"
     if isinstance(entry, StepResult):
         return f"a step ({describe_fingerprint(entry.fingerprint)})"
     if isinstance(entry, AnsweredOne):
