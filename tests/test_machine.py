@@ -40,14 +40,17 @@ from mrtr_trio._journal import (
 )
 from mrtr_trio._journal import step_fingerprint as step_fp
 from mrtr_trio._replay import (
+    ASKING,
     ERROR,
+    FAILED,
     FINISHED,
     LIVE,
     PENDING,
+    PUSHED,
     REPLAYING,
-    SUSPENDED,
     TRANSITIONS,
     UNMATCHED,
+    WAITING,
     Feed,
     OneRequest,
     Replay,
@@ -105,7 +108,7 @@ def test_live_ask_suspends_and_answers_feed_the_handler() -> None:
     assert machine.phase is LIVE and not machine.is_replaying
     action = machine.next(single("input-0", ASK_NAME))
     assert action == Suspend({"input-0": ASK_NAME})
-    assert machine.phase is SUSPENDED and machine.rounds == 1
+    assert machine.phase is ASKING and machine.rounds == 1
     fed = machine.answered({"input-0": ADA, "unknown": 1})
     assert fed == Feed({"input-0": ElicitResult("accept", {"name": "Ada"})})
     assert machine.phase is LIVE
@@ -209,7 +212,7 @@ def test_an_abandoned_push_style_ask_leaves_the_flow_live() -> None:
     with pytest.raises(InvalidInputResponse):
         machine.answered({"input-0": {"action": "maybe"}})
     assert machine.phase is ERROR
-    with pytest.raises(MrtrError, match="abandoned with none in progress"):
+    with pytest.raises(MrtrError, match="got 'push-style ask abandoned' in phase LIVE"):
         live().abandon()
 
 
@@ -226,7 +229,7 @@ def test_a_live_request_of_its_own_is_asked_and_answered_with_no_mapping_built()
     assert action == Suspend({"input-0": ASK_NAME})
     one = action.requests
     assert type(one) is OneRequest and (one.key, one.request) == ("input-0", ASK_NAME)
-    assert machine.phase is SUSPENDED and machine.rounds == 1
+    assert machine.phase is ASKING and machine.rounds == 1
     assert machine.answered_one(ADA) == Feed(ElicitResult("accept", {"name": "Ada"}))
     assert machine.phase is LIVE
     # The next one gets the next key; the mapping answers `answered` as a dict would.
@@ -279,7 +282,7 @@ def test_one_answer_out_of_turn_is_a_bug_the_machine_names() -> None:
         live().answered_one(ADA)
     machine = live()
     machine.next(Ask({"a": ASK_NAME, "b": ASK_YES}))  # a batch is answered as a mapping
-    with pytest.raises(MrtrError, match="got one answer in phase SUSPENDED"):
+    with pytest.raises(MrtrError, match="got one answer in phase ASKING"):
         machine.answered_one(ADA)
 
 
@@ -447,6 +450,54 @@ def test_a_machine_only_moves_along_the_table() -> None:
     machine.answered({})
     machine.polled(2, 1.0)
     assert machine.next(done(3)) == Complete(3)
+
+
+def test_every_phase_change_is_a_move_of_the_table() -> None:
+    # The machine's phase is assigned in two places only: its start, and `_go`, which looks
+    # the move up in TRANSITIONS (ERROR included: an error is the "error" move).
+    import inspect
+
+    from mrtr_trio import _replay
+
+    source = inspect.getsource(_replay)
+    assignments = [line.strip() for line in source.splitlines() if "self.phase =" in line]
+    assert assignments == [
+        "self.phase = REPLAYING",
+        "self.phase = PENDING",
+        "self.phase = LIVE",
+        "self.phase = TRANSITIONS[self.phase][event]",
+    ]
+    assert all(FAILED in moves for phase, moves in TRANSITIONS.items() if phase is not ERROR)
+
+
+def test_a_move_the_table_does_not_list_raises_and_ends_the_flow() -> None:
+    machine = live()
+    with pytest.raises(MrtrError, match="got 'turn over, poll again' in phase LIVE"):
+        machine._go("turn over, poll again")
+    assert machine.phase is ERROR
+    with pytest.raises(MrtrError, match="got 'done' in phase ERROR"):
+        machine._go("done")
+    assert machine.phase is ERROR
+
+
+def test_suspended_turns_are_phases_of_their_own() -> None:
+    asking = live()
+    asking.next(ASK_NAME)
+    assert asking.phase is ASKING
+    waiting = live()
+    waiting.next(POLL)
+    waiting.polled(None, 0.0)
+    assert waiting.phase is WAITING
+    with pytest.raises(MrtrError, match="got one answer in phase WAITING"):
+        waiting.answered_one(ADA)
+    pushed = live()
+    pushed.push({"push-0": ASK_NAME})
+    assert pushed.phase is PUSHED
+    with pytest.raises(MrtrError, match="got a checkpoint in phase PUSHED"):
+        pushed.checkpoint()
+    assert pushed.phase is PUSHED  # an error in a push-style ask is the handler's to catch
+    pushed.abandon()
+    assert pushed.phase is LIVE
 
 
 def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:

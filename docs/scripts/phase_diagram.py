@@ -26,7 +26,7 @@ def diagram() -> str:
     for phase, moves in TRANSITIONS.items():
         for event, target in moves.items():
             lines.append(f"    {phase!r} --> {target!r}: {event}")
-    lines += ["    FINISHED --> [*]", "    note right of ERROR: any error, from any phase", "```"]
+    lines += ["    FINISHED --> [*]", "    ERROR --> [*]", "```"]
     return "\n".join(lines)
 
 

@@ -6,8 +6,9 @@ Two rules govern this file (after h11's `_state.py`):
    pending point, which ask reads the call's `inputResponses`, when `is_replaying` flips,
    what is journaled, how answers are checked, the round budget, the capability check, and what
    divergence does.
-2. It knows nothing of trio, of MCP, or of which era drives it. It runs no handler code and does
-   no I/O.
+2. It knows nothing of trio, of MCP, or of which era drives it. It runs no handler code, and
+   its only I/O is two log records to the `mrtr_trio` logger: why an answer is asked again
+   (INFO) and a divergence that `replay="reask"` survives (WARNING).
 
 Theory of operation. A driver runs the handler; each time the handler needs something (a *need*
 from `_flow`: an [Ask][mrtr_trio._flow.Ask] or a request yielded on its own, a `step`, a
@@ -33,14 +34,19 @@ A modern retry starts **replaying**: each need must match the next journal entry
 keys and fingerprints), which gives back the recorded value. With the journal spent the machine
 is **pending**: the next need must match the recorded pending point, and this call's
 `inputResponses` answer it. Past that point it is **live**: new code runs, steps run, and asks
-suspend the flow. A live legacy session starts live, and a first modern call too (its first ask
-reads the call's `inputResponses`, as the conformance suite expects). A need that does not
-match is a divergence: `replay="strict"` fails with
+suspend the flow: the client takes a turn (**asking**, **waiting** while a poll is not met,
+or **pushed**: a push-style ask made out of turn). A live legacy session starts live, and a
+first modern call too (its first ask reads the call's `inputResponses`, as the conformance
+suite expects). A need that does not match is a divergence: `replay="strict"` fails with
 [NondeterminismError][mrtr_trio.NondeterminismError]; `"reask"` drops the rest of the journal
 and goes on live, so the client is asked again.
 
-[TRANSITIONS][mrtr_trio._replay.TRANSITIONS] is the phase diagram as data; the machine moves
-only along it, and docs/replay.md draws it from the table.
+[TRANSITIONS][mrtr_trio._replay.TRANSITIONS] is the phase diagram as data. The machine's whole
+state is its phase and the data that phase owns (the journal position while replaying, the ask
+being answered while asking, the poll while waiting). Every move, an error's included, is one of
+the table's (`Replay._go`); a move the current phase does not list raises
+[MrtrError][mrtr_trio.MrtrError], as h11's state machine does. docs/replay.md draws the diagram
+from the table.
 """
 
 from __future__ import annotations
@@ -99,10 +105,13 @@ from ._values import (
 )
 
 __all__ = [
+    "ASKING",
+    "FAILED",
     "LIVE",
     "PENDING",
     "REPLAYING",
-    "SUSPENDED",
+    "PUSHED",
+    "WAITING",
     "TRANSITIONS",
     "UNMATCHED",
     "Action",
@@ -139,44 +148,72 @@ REPLAYING: Final = _Phase("REPLAYING")
 PENDING: Final = _Phase("PENDING")
 #: Past the pending point: new code runs.
 LIVE: Final = _Phase("LIVE")
-#: The client is taking a turn (answering, or the flow is paused or polling).
-SUSPENDED: Final = _Phase("SUSPENDED")
+#: The client is taking a turn: answering an ask (a pause: an ask of nothing).
+ASKING: Final = _Phase("ASKING")
+#: The client is taking a turn while a poll waits for its condition: the turn over, it polls
+#: again.
+WAITING: Final = _Phase("WAITING")
+#: The client is answering a push-style ask, made out of turn by a live flow
+#: ([Replay.push][mrtr_trio._replay.Replay.push]): an error about it leaves the flow to the
+#: handler, which may catch it.
+PUSHED: Final = _Phase("PUSHED")
 #: The flow finished.
 FINISHED: Final = _Phase("FINISHED")
 #: An error ended the flow; the machine accepts nothing more.
 ERROR: Final = _Phase("ERROR")
 
-#: (phase, event) → the phase after it. Every move the machine makes is one of these.
-TRANSITIONS: Final[dict[_Phase, dict[str, _Phase]]] = {
-    REPLAYING: {
-        "need matches the next entry": REPLAYING,
-        "journal spent, a point is pending": PENDING,
-        "journal spent, nothing pending": LIVE,
-        "need diverges (reask)": LIVE,
-    },
-    PENDING: {
-        "need matches the pending ask, all answered": LIVE,
-        "need matches the pending ask, some unanswered": SUSPENDED,
-        "need matches the pending poll": LIVE,
-        "need diverges (reask)": LIVE,
-    },
-    LIVE: {
-        "step or poll ran": LIVE,
-        "ask answered by this call": LIVE,
-        "ask, or a pause that gives the client a turn": SUSPENDED,
-        "poll not met yet": SUSPENDED,
-        "pause with no turn to give": LIVE,
-        "done": FINISHED,
-    },
-    SUSPENDED: {
-        "answered, all valid": LIVE,
-        "answered, some invalid or missing": SUSPENDED,
-        "turn over, poll again": LIVE,
-        "push-style ask abandoned": LIVE,
-    },
-    FINISHED: {},
-    ERROR: {},
-}
+#: The event of an error raised about the flow: it ends the flow (a push-style ask's, only
+#: the ask).
+FAILED: Final = "error"
+
+#: (phase, event) → the phase after it. Every move the machine makes is one of these; an event
+#: the current phase does not list raises [MrtrError][mrtr_trio.MrtrError] (and, like any
+#: error, moves the machine along its `"error"` event).
+TRANSITIONS: Final[Mapping[_Phase, Mapping[str, _Phase]]] = MappingProxyType(
+    {
+        REPLAYING: {
+            "need matches the next entry": REPLAYING,
+            "journal spent, a point is pending": PENDING,
+            "journal spent, nothing pending": LIVE,
+            "need diverges (reask)": LIVE,
+            FAILED: ERROR,
+        },
+        PENDING: {
+            "need matches the pending poll": LIVE,
+            "all answered": LIVE,
+            "the client takes a turn": ASKING,
+            "need diverges (reask)": LIVE,
+            FAILED: ERROR,
+        },
+        LIVE: {
+            "step or poll ran": LIVE,
+            "all answered": LIVE,
+            "the client takes a turn": ASKING,
+            "pause with no turn to give": LIVE,
+            "poll not met yet": WAITING,
+            "push-style ask": PUSHED,
+            "done": FINISHED,
+            FAILED: ERROR,
+        },
+        ASKING: {
+            "all answered": LIVE,
+            "the client takes a turn": ASKING,
+            FAILED: ERROR,
+        },
+        WAITING: {
+            "turn over, poll again": LIVE,
+            FAILED: ERROR,
+        },
+        PUSHED: {
+            "all answered": LIVE,
+            "the client takes a turn": PUSHED,
+            "push-style ask abandoned": LIVE,
+            FAILED: PUSHED,
+        },
+        FINISHED: {FAILED: ERROR},
+        ERROR: {},
+    }
+)
 
 # ------------------------------------------------------------------------------ actions
 
@@ -316,7 +353,6 @@ class Replay:
         "_pending",
         "_polling",
         "_position",
-        "_pushing",
         "_recorded",
         "_replayable",
         "_responses",
@@ -356,7 +392,6 @@ class Replay:
         # (Without a checkpoint to make, an empty tuple stands in: nothing is appended.)
         self._recorded: list[Entry] = [] if rules.record else ()  # type: ignore[assignment]
         self._asking: Ask | OneRequest | None = None  # the ask the client is answering
-        self._pushing = False  # it is a push-style ask (see `abandon`)
         self._kept: Mapping[str, Answer] = _NOTHING  # its answers so far
         self._running: Step | Poll | None = None
         self._polling: PendingPoll | None = None
@@ -401,17 +436,14 @@ class Replay:
         fingerprint and key); otherwise [UNMATCHED][mrtr_trio._replay.UNMATCHED], and the
         driver asks `next`."""
         if self.phase is REPLAYING and type(need) in _REQUEST_KINDS:
-            position = self._position
             try:
-                answer = self._journal.answer(position, self._singles, need.fingerprint)  # type: ignore[union-attr]
+                answer = self._journal.answer(self._position, self._singles, need.fingerprint)  # type: ignore[union-attr]
             except InvalidRequestState:  # a malformed entry in a token that verified
-                self.phase = ERROR
+                self._fail()
                 raise
             if answer is not None:
                 self._singles += 1
-                self._position = position = position + 1
-                if position == self._length:
-                    self._spent()
+                self._matched()
                 return answer
         return UNMATCHED
 
@@ -444,7 +476,7 @@ class Replay:
             deadline = None if poll.timeout is None else math.ceil(now + poll.timeout)
             waiting = self._polling = PendingPoll(fingerprint, deadline)
         if waiting.deadline is not None and now >= waiting.deadline:
-            self.phase = ERROR
+            self._fail()
             raise PollTimeout(
                 f"{self.name}: poll({qualified_name(poll.fn)}) was still not met after its "
                 f"timeout of {poll.timeout:g} s"
@@ -455,17 +487,18 @@ class Replay:
     def answered(self, responses: Mapping[str, Any]) -> Action:
         """The client's turn is over: *responses* (key → client JSON or answer object) answer
         the requests of the last [Suspend][mrtr_trio._replay.Suspend]."""
-        if self.phase is not SUSPENDED:
-            return self._unexpected("answers")
-        if self._polling is not None:
+        phase = self.phase
+        if phase is WAITING:
             self._go("turn over, poll again")
             assert self._running is not None
             return RunPoll(self._running)  # type: ignore[arg-type]
+        if phase is not ASKING and phase is not PUSHED:
+            return self._unexpected("answers")
         ask = self._asking
         if type(ask) is OneRequest:
-            return self._take_one(ask, responses, "answered, all valid")
+            return self._take_one(ask, responses)
         assert type(ask) is Ask
-        return self._take(ask, self._kept, responses, "answered, all valid")
+        return self._take(ask, self._kept, responses)
 
     def answered_one(self, raw: Any) -> Feed | Suspend:
         """[answered][mrtr_trio._replay.Replay.answered] for a
@@ -473,21 +506,19 @@ class Replay:
         [OneRequest][mrtr_trio._replay.OneRequest], with no mapping to build: *raw* (client
         JSON or an answer object) answers its one request."""
         one = self._asking
-        if self.phase is not SUSPENDED or type(one) is not OneRequest:
+        if self.phase is not ASKING or type(one) is not OneRequest:
             return self._unexpected("one answer")
-        return self._answer_one(one, raw, "answered, all valid")
+        return self._answer_one(one, raw)
 
     def push(self, requests: Mapping[str, Request]) -> Suspend:
         """Ask the client *requests* out of turn (a live push-style `await ctx.elicit(...)`);
         the answers come back as the [Feed][mrtr_trio._replay.Feed] that
         [answered][mrtr_trio._replay.Replay.answered] returns, and nothing is journaled."""
-        if self.phase is not LIVE:
-            return self._unexpected("a push-style ask")
-        self._pushing = True
+        self._go("push-style ask")
         try:
             return self._suspend(Ask(requests), requests, _NOTHING, _NOTHING)
-        except MrtrError:  # refused before it was asked: the flow stays LIVE
-            self._pushing = False
+        except MrtrError:  # refused before it was asked: the flow goes on live
+            self.abandon()
             raise
 
     def abandon(self) -> None:
@@ -495,21 +526,16 @@ class Replay:
         timeout, or an error this machine raised about its answers (malformed, or re-asked
         past the round limit). The handler sees that error where it awaited the ask,
         and may catch it and carry on, so the flow goes on as if the ask had not been made."""
-        if not self._pushing:
-            self._unexpected("a push-style ask abandoned with none in progress")
-        self._pushing = False
+        self._go("push-style ask abandoned")
         self._asking, self._kept = None, _NOTHING
-        if self.phase is SUSPENDED:
-            self._go("push-style ask abandoned")
 
     def checkpoint(self) -> Cursor:
         """Where the flow stands while the client takes its turn, for a token."""
-        if self.phase is not SUSPENDED:
-            return self._unexpected("a checkpoint")
         pending: Pending | PendingOne | PendingPoll
-        if self._polling is not None:
+        if self.phase is WAITING:
+            assert self._polling is not None
             pending = self._polling
-        else:
+        elif self.phase is ASKING:
             ask = self._asking
             if type(ask) is OneRequest:  # (only yield-style flows, which replay, yield one)
                 pending = PendingOne(ask.request.fingerprint)
@@ -520,6 +546,8 @@ class Replay:
                     dict(self._kept),
                     None if self._replayable else ask.requests,
                 )
+        else:
+            return self._unexpected("a checkpoint")
         return self.so_far(pending)
 
     def so_far(self, pending: Pending | PendingOne | PendingPoll | None = None) -> Cursor:
@@ -539,22 +567,24 @@ class Replay:
     # ------------------------------------------------------------------------ the phases
 
     def _replay(self, need: _Named) -> Action:
-        position = self._position
         try:
-            entry = self._journal[position]
+            entry = self._journal[self._position]
         except InvalidRequestState:  # a malformed entry in a token that verified
-            self.phase = ERROR
+            self._fail()
             raise
         value = _recorded_value(entry, need)
         if value is _MISMATCH:
             return self._diverge(_describe_entry(entry), need)
-        self._position = position = position + 1  # "need matches the next entry"
-        if position == self._length:
-            self._spent()
+        self._matched()
         return Feed(value)
 
-    def _spent(self) -> None:
-        """The journal's last entry matched: out of the journal."""
+    def _matched(self) -> None:
+        """The need matched the next entry: on to the one after, out of the journal after
+        the last."""
+        self._go("need matches the next entry")
+        self._position = position = self._position + 1
+        if position != self._length:
+            return
         if self._pending is not None:
             self._go("journal spent, a point is pending")
         else:
@@ -571,13 +601,12 @@ class Replay:
             self._go("need matches the pending poll")
             self._running, self._polling = need, pending  # type: ignore[assignment]
             return RunPoll(need)  # type: ignore[arg-type]
-        event = "need matches the pending ask, all answered"
         responses, self._responses = self._responses or _NOTHING, None
         if type(pending) is PendingOne:
             # (Its key is implied: the journal is spent, so the next request yielded on its
             # own is the one it recorded.)
-            return self._take_one(need, responses, event)  # type: ignore[arg-type]
-        return self._take(need, pending.answered, responses, event)  # type: ignore[arg-type,union-attr]
+            return self._take_one(need, responses)  # type: ignore[arg-type]
+        return self._take(need, pending.answered, responses)  # type: ignore[arg-type,union-attr]
 
     def _live(self, need: _Named) -> Action:
         kind = type(need)
@@ -585,7 +614,7 @@ class Replay:
             one: OneRequest = need  # type: ignore[assignment]
             if self._responses is not None:  # a first call: its first ask reads them
                 responses, self._responses = self._responses, None
-                return self._take_one(one, responses, "ask answered by this call")
+                return self._take_one(one, responses)
             return self._suspend(one, one, _NOTHING, _NOTHING)
         if kind is Ask:
             ask: Ask = need  # type: ignore[assignment]
@@ -597,7 +626,7 @@ class Replay:
                 return self._suspend(ask, _NOTHING, _NOTHING, _NOTHING)
             if self._responses is not None:  # a first call: its first ask reads them
                 responses, self._responses = self._responses, None
-                return self._take(ask, {}, responses, "ask answered by this call")
+                return self._take(ask, {}, responses)
             self._payload = ask.payload
             return self._suspend(ask, ask.requests, _NOTHING, _NOTHING)
         if kind is Step:
@@ -611,9 +640,7 @@ class Replay:
 
     # ----------------------------------------------------------------------- the moves
 
-    def _take(
-        self, ask: Ask, kept: Mapping[str, Answer], responses: Mapping[str, Any], event: str
-    ) -> Action:
+    def _take(self, ask: Ask, kept: Mapping[str, Answer], responses: Mapping[str, Any]) -> Action:
         """Check *responses* for *ask*: feed the answers when all are valid, else ask again."""
         try:
             answers, again, problems = collect_answers(ask.requests, kept, responses)
@@ -623,19 +650,19 @@ class Replay:
         if again:
             self._payload = ask.payload
             return self._suspend(ask, again, answers, problems)
-        self._asking, self._kept, self._pushing = None, _NOTHING, False
-        self._go(event)
+        self._asking, self._kept = None, _NOTHING
+        self._go("all answered")
         if self._replayable and self.rules.record:
             self._recorded.append(Answered(ask.fingerprints, dict(answers)))
         return Feed(answers)
 
-    def _take_one(self, one: OneRequest, responses: Mapping[str, Any], event: str) -> Action:
+    def _take_one(self, one: OneRequest, responses: Mapping[str, Any]) -> Action:
         """`_take` for a request yielded on its own: its answer in *responses*, or ask again."""
         if one.key not in responses:
             return self._suspend(one, one, _NOTHING, _NOTHING)
-        return self._answer_one(one, responses[one.key], event)
+        return self._answer_one(one, responses[one.key])
 
-    def _answer_one(self, one: OneRequest, raw: Any, event: str) -> Feed | Suspend:
+    def _answer_one(self, one: OneRequest, raw: Any) -> Feed | Suspend:
         """Check *raw* as the answer to *one*: feed it (journaled where the flow is recorded)
         when valid, else ask again saying why."""
         try:
@@ -645,8 +672,8 @@ class Replay:
             raise
         if problem is not None:
             return self._suspend(one, one, _NOTHING, {one.key: problem})
-        self._asking, self._pushing = None, False
-        self._go(event)
+        self._asking = None
+        self._go("all answered")
         if self.rules.record:
             self._recorded.append(AnsweredOne(one.key, one.request.fingerprint, answer))
         return Feed(answer)
@@ -680,12 +707,7 @@ class Replay:
             )
         self.rounds += 1
         self._asking, self._kept = ask, kept
-        if self.phase is LIVE:
-            self._go("ask, or a pause that gives the client a turn")
-        elif self.phase is SUSPENDED:
-            self._go("answered, some invalid or missing")
-        else:
-            self._go("need matches the pending ask, some unanswered")
+        self._go("the client takes a turn")
         if not problems:
             return Suspend(to_ask)
         log.info(
@@ -711,7 +733,7 @@ class Replay:
             "changed while this flow was in flight."
         )
         if self.rules.strict:
-            self.phase = ERROR
+            self._fail()
             raise NondeterminismError(
                 message,
                 handler=self.name,
@@ -734,23 +756,26 @@ class Replay:
         try:
             return recordable(value, f"step {qualified_name(fn)}")
         except MrtrError:
-            self.phase = ERROR
+            self._fail()
             raise
 
     def _fail(self) -> None:
-        """An error about the current ask is on its way out: it ends the flow, unless the ask
-        is push-style (the handler may catch the error; see `abandon`)."""
-        if not self._pushing:
-            self.phase = ERROR
+        """An error about the flow is on its way out: the machine takes its `"error"` move
+        (which ends the flow, except in a push-style ask: see `abandon`)."""
+        self._go(FAILED)
 
     def _go(self, event: str) -> None:
+        """Take the move *event* from the current phase, as the table says; one it does not
+        list raises [MrtrError][mrtr_trio.MrtrError]."""
         try:
             self.phase = TRANSITIONS[self.phase][event]
-        except KeyError:  # pragma: no cover - a bug in this file
+        except KeyError:
             self._unexpected(repr(event))
 
     def _unexpected(self, what: str) -> NoReturn:
-        phase, self.phase = self.phase, ERROR
+        phase = self.phase
+        if FAILED in TRANSITIONS[phase]:
+            self._go(FAILED)
         raise MrtrError(f"{self.name}: the replay machine got {what} in phase {phase!r}")
 
 
