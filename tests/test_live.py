@@ -650,25 +650,6 @@ async def test_push_style_elsewhere_names_the_replacement() -> None:
         await run_modern(push_style, {}, happy_answer)
 
 
-def test_the_scope_guard_reads_what_trio_changes_on_entering_a_scope() -> None:
-    # trio_scope_marks reads trio's private Task._cancel_status: if a trio release renames
-    # it, this fails loudly instead of the guard silently seeing nothing.
-    from mrtr_trio._drive import trio_scope_marks
-
-    async def main() -> None:
-        task = trio.lowlevel.current_task()
-        outside = trio_scope_marks(task)
-        assert outside is not None
-        with trio.CancelScope():  # noqa: ASYNC100 - entering it is what is measured
-            assert trio_scope_marks(task) != outside
-        assert trio_scope_marks(task) == outside
-        async with trio.open_nursery():
-            assert trio_scope_marks(task) != outside
-        assert trio_scope_marks(task) == outside
-
-    trio.run(main)
-
-
 async def test_errors_raised_while_closing_a_handler_are_logged_and_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

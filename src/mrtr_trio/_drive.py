@@ -28,16 +28,15 @@ also makes a frame object of) and the objects it holds while the client answers;
 docs/benchmarks.md.
 
 Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
-the loop checks that around every resume ([trio_scope_marks][mrtr_trio._drive.trio_scope_marks],
-the one place that reads a private trio attribute).
+the loop checks that around every resume
+([scope_marks][mrtr_trio._trio_compat.scope_marks], in `_trio_compat`, the one place that reads a
+private trio attribute).
 """
 
 from __future__ import annotations
 
 import math
-import operator
 import sys
-import types
 from collections.abc import Awaitable, Callable, Mapping
 from types import CoroutineType
 from typing import Any, Protocol
@@ -58,6 +57,7 @@ from ._replay import (
     Suspend,
 )
 from ._steps import call
+from ._trio_compat import OFF_TRIO, current_task, scope_marks
 from ._values import Request
 
 __all__ = [
@@ -66,7 +66,6 @@ __all__ = [
     "Turn",
     "drive",
     "timed_out",
-    "trio_scope_marks",
 ]
 
 #: `await turn(suspend)`: the client's turn, returning its responses (key → JSON or answer),
@@ -133,16 +132,13 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
     # drive ends; a turn that waits for the client arms its deadline and clears it after
     # (cheaper than entering a scope per round). A flow that never asks the client enters none.
     scope: trio.CancelScope | None = None
-    try:
-        task: Any = trio.lowlevel.current_task()
-    except RuntimeError:  # not under trio: no scopes to guard, no rounds to time
-        task = _OFF_TRIO
-    marks = trio_scope_marks(task)
+    task = current_task()  # (OFF_TRIO when trio is not running: no scopes, no rounds to time)
+    marks = scope_marks(task)
     try:
         try:
             need = await flow.start()
             while True:
-                if trio_scope_marks(task) is not marks:
+                if scope_marks(task) is not marks:
                     _scope_error(flow)
                 # The commonest need, a replayed answer, with no action to build (and no local
                 # of its own: `action` holds the answer).
@@ -169,11 +165,11 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
                         if (
                             (type(action) is OneRequest or action.requests)  # type: ignore[union-attr]
                             and driver.round_timeout != math.inf
-                            and task is not _OFF_TRIO
+                            and task is not OFF_TRIO
                         ):
                             if scope is None:
                                 scope = trio.CancelScope().__enter__()  # (returns the scope)
-                                marks = trio_scope_marks(task)
+                                marks = scope_marks(task)
                             if driver.waited:  # (armed from their start, awaited plainly)
                                 _arm(scope, driver)
                                 answering = await answering
@@ -205,7 +201,7 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
         except BaseException:
             if scope is None:
                 raise
-            if trio_scope_marks(task) is not marks:
+            if scope_marks(task) is not marks:
                 # The handler still holds a scope of its own, inside ours: close it first
                 # (closing it again below does nothing).
                 try:
@@ -348,15 +344,6 @@ def timed_out(machine: Replay, asked: Suspend | OneRequest, round_timeout: float
         f"{machine.name}: the client did not answer round {machine.rounds} "
         f"({', '.join(requests)}) within round_timeout={round_timeout} s"
     )
-
-
-#: `trio_scope_marks(task)`: what changes exactly when code running in *task* enters or leaves
-#: a cancel scope or a nursery (which opens a cancel scope of its own): the task's cancel
-#: status. It is private (`Task._cancel_status`); the test suite fails loudly if trio renames
-#: it. (An attribute getter, not a function: the drive reads it after every resume.)
-trio_scope_marks: Callable[[trio.lowlevel.Task], object] = operator.attrgetter("_cancel_status")
-#: The task a drive outside trio stands for: it has no scopes to guard.
-_OFF_TRIO: Any = types.SimpleNamespace(_cancel_status=None)
 
 
 def _scope_error(flow: Flow) -> None:
