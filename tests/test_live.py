@@ -24,7 +24,7 @@ from mrtr_trio import (
     pause,
     step,
 )
-from mrtr_trio._drive import _Started
+from mrtr_trio._drive import _YieldFrom
 from mrtr_trio.testing import run_live, run_modern
 
 from .flows import CONFIRM, NAME, SIZE, happy_answer
@@ -355,7 +355,7 @@ async def _asked(log: list[Any]) -> str:
 
 
 def _awaiting(log: list[Any], by_hand: bool, kept: list[Any]) -> Coroutine[Any, Any, str]:
-    # `await _asked(log)`, plainly or as the drive does: started by hand, then `_Started`.
+    # `await _asked(log)`, plainly or as the drive does: started by hand, then `_YieldFrom`.
     # (The awaited coroutine is *kept* alive, so that only a forwarded close closes it.)
     async def plainly() -> str:
         kept.append(_asked(log))
@@ -363,7 +363,7 @@ def _awaiting(log: list[Any], by_hand: bool, kept: list[Any]) -> Coroutine[Any, 
 
     async def started_by_hand() -> str:
         kept.append(_asked(log))
-        return await _Started(kept[0], kept[0].send(None))
+        return await _YieldFrom(kept[0], kept[0].send(None))
 
     return started_by_hand() if by_hand else plainly()
 

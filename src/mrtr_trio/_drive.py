@@ -7,21 +7,22 @@ is, and say so through one [Driver][mrtr_trio._drive.Driver] object: the live an
 wait for the answers (`turn`); the modern driver has no one to wait for, so the loop stops
 there and the round ends with a token. The flow is closed on every exit path.
 
-A driver that waits may bound each round with a `round_timeout`. The loop enters one cancel
-scope, at the first round that asks the client, and leaves it when the flow ends: before
-closing the flow (so a timed-out handler's cleanup does not run cancelled), unless the handler
-still holds a scope of its own inside it. Trio delivers a cancellation only where a task
-waits, so a deadline matters only to a turn that waits: until a turn of the driver has
-waited, the loop starts each timed turn's coroutine by hand, and only when it yields to trio
-arms the deadline (counted from the round's start) and awaits the rest through
-[_Started][mrtr_trio._drive._Started], which goes on exactly as a plain `await` would; once one
-has waited (the driver's `waited`), later turns are armed from their start and awaited plainly.
-The deadline is cleared when the round ends (the handler's own code between rounds never runs
-under it). So a turn answered without waiting (an in-memory answer) pays for no deadline. One
-difference can be seen: before its first checkpoint, a started turn runs with the deadline not
-yet armed, so `trio.current_effective_deadline()` read there does not show it. A round of one
-request is awaited by this loop itself, so a flow suspended in it keeps no frame but this one
-and the ask's.
+A driver that waits may bound each round with a `round_timeout`. Its timed turns share one
+cancel scope, entered (with `with`) around the whole loop: a turn that asks the client arms
+the round's deadline on it and clears it when the answers are in, so the handler's own code
+between rounds never runs under it. When the flow ends the loop leaves the scope before closing
+the flow (so a timed-out handler's cleanup does not run cancelled), unless the handler still
+holds a scope of its own inside it, which closing the flow closes first. Trio delivers a
+cancellation only where a task waits, so a deadline matters only to a turn that waits: until a
+turn of the driver has waited, the loop starts each timed turn's coroutine by hand, and only
+when it yields to trio arms the deadline (counted from the round's start) and awaits the rest
+through [_YieldFrom][mrtr_trio._drive._YieldFrom]; once one has waited (the driver's
+`waited`), later turns are armed from their start and awaited plainly. So a turn answered
+without waiting (an in-memory answer) pays for no deadline. One difference can be seen: before
+its first checkpoint, a started turn runs with the deadline not yet armed, so
+`trio.current_effective_deadline()` read there does not show it. A round of one request is
+awaited by this loop itself, so a flow suspended in it keeps no frame but this one and the
+ask's.
 
 What a suspended live flow costs is mostly this loop's frame (its task's coroutine, which trio
 also makes a frame object of) and the objects it holds while the client answers; see
@@ -36,7 +37,6 @@ private trio attribute).
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Awaitable, Callable, Mapping
 from types import CoroutineType
 from typing import Any, Protocol
@@ -126,103 +126,68 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
     flow otherwise ended well, and logged (by the flow) when another error is on its way out.
     """
     # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine,
-    # twice: trio makes a frame object of it), so every local, and the depth of the deepest
-    # expression, costs 16 bytes per flow; the rarer moves are functions of their own.
-    # Timed turns share one cancel scope, entered at the first of them and left when the
-    # drive ends; a turn that waits for the client arms its deadline and clears it after
-    # (cheaper than entering a scope per round). A flow that never asks the client enters none.
-    scope: trio.CancelScope | None = None
-    task = current_task()  # (OFF_TRIO when trio is not running: no scopes, no rounds to time)
-    marks = scope_marks(task)
+    # twice: trio makes a frame object of it), so every local costs 16 bytes per flow; the
+    # rarer moves are functions of their own.
+    task = current_task()
+    scope = _round_scope(driver, task)  # timed turns' deadlines are armed on it
     try:
-        try:
-            need = await flow.start()
-            while True:
-                if scope_marks(task) is not marks:
-                    _scope_error(flow)
-                # The commonest need, a replayed answer, with no action to build (and no local
-                # of its own: `action` holds the answer).
-                action: Action | OneRequest = machine.replayed(need)
-                if action is not UNMATCHED:
-                    need = await flow.resume(action)
-                    continue
-                action = machine.next(need)
-                while type(action) is not Feed:
-                    if type(action) is RunStep or type(action) is RunPoll:
-                        action = await _run(action, machine, driver)
-                    elif type(action) is Suspend and driver.waits:
-                        if driver.ask is not None and type(action.requests) is OneRequest:
-                            # A request of its own is asked straight from here: while the
-                            # client answers, the flow keeps no frame but this one and the
-                            # ask's, and the loop holds only the request (as the machine does),
-                            # not the Suspend.
-                            action = action.requests
-                            answering: Any = driver.ask(action.key, action.request)
+        with scope:
+            marks = scope_marks(task)
+            try:
+                need = await flow.start()
+                while True:
+                    if scope_marks(task) is not marks:
+                        _scope_error(flow)
+                    # The commonest need, a replayed answer, with no action to build.
+                    replayed = machine.replayed(need)
+                    if replayed is not UNMATCHED:
+                        need = await flow.resume(replayed)
+                        continue
+                    action = machine.next(need)
+                    while type(action) is not Feed:
+                        if type(action) is RunStep or type(action) is RunPoll:
+                            action = await _run(action, machine, driver)
+                            continue
+                        if type(action) is not Suspend or not driver.waits:
+                            break  # finished, or a turn this driver does not wait for
+                        asked = action.requests
+                        if driver.ask is not None and type(asked) is OneRequest:
+                            # Asked from here: the flow keeps no frame but this and the ask's.
+                            turn = driver.ask(asked.key, asked.request)
                         else:
-                            answering = driver.turn(action)
-                        # A turn that asks the client something is timed, unless the driver
-                        # has no round_timeout (or trio is not running the drive).
-                        if (
-                            (type(action) is OneRequest or action.requests)  # type: ignore[union-attr]
-                            and driver.round_timeout != math.inf
-                            and task is not OFF_TRIO
-                        ):
-                            if scope is None:
-                                scope = trio.CancelScope().__enter__()  # (returns the scope)
-                                marks = scope_marks(task)
-                            if driver.waited:  # (armed from their start, awaited plainly)
-                                _arm(scope, driver)
-                                answering = await answering
-                                if _round_over(scope):
-                                    raise timed_out(machine, action, driver.round_timeout)
-                            else:
-                                # Until a turn of this driver has waited, each is started by
-                                # hand, and its deadline (counted from the round's start) armed
-                                # only if it waits: see `_Started`.
-                                answering = _Started.start(answering, scope, driver)
-                                if type(answering) is _Started:
-                                    driver.waited = True
-                                    answering = await answering
-                                    if _round_over(scope):
-                                        raise timed_out(machine, action, driver.round_timeout)
+                            turn = driver.turn(action)
+                        if not asked or type(scope) is not trio.CancelScope:
+                            answers = await turn  # (a turn that asks nothing is not timed)
+                        elif driver.waited:  # armed from its start, awaited plainly
+                            _arm(scope, driver.round_timeout)
+                            answers = await turn
+                            _end_round(scope, machine, action, driver)
+                        else:  # started by hand, and armed only if it waits: see _YieldFrom
+                            answers = _YieldFrom.start(turn, scope, driver)
+                            if type(answers) is _YieldFrom:
+                                answers = await answers
+                                _end_round(scope, machine, action, driver)
+                        if type(asked) is OneRequest and driver.ask is not None:
+                            action = machine.answered_one(answers)
+                        elif answers is None:
+                            break  # no one to wait for the answers here: the round ends
                         else:
-                            answering = await answering
-                        if type(action) is OneRequest:
-                            action = machine.answered_one(answering)
-                        elif answering is None:  # no one to wait for the answers here
-                            break
-                        else:
-                            action = machine.answered(answering)
-                    else:  # a Complete, or a Suspend with no one to wait for it
+                            action = machine.answered(answers)
+                    if type(action) is not Feed:
                         break
-                if type(action) is not Feed:
-                    break
-                need = await flow.resume(action.value)
-        except BaseException:
-            if scope is None:
+                    need = await flow.resume(action.value)
+            except BaseException:
+                if scope_marks(task) is not marks:
+                    await flow.aclose()  # a scope of the handler's is open inside ours: first
                 raise
-            if scope_marks(task) is not marks:
-                # The handler still holds a scope of its own, inside ours: close it first
-                # (closing it again below does nothing).
-                try:
-                    await flow.aclose()
-                except BaseException:  # cancelled while closing: leave ours all the same
-                    _leave(scope)
-                    raise
-            # Leave the scope as a `with` would: it swallows only its own deadline's Cancelled.
-            if not _leave(scope):
-                raise
-        else:
-            if scope is not None:
-                scope.__exit__(None, None, None)
     except BaseException:
         await flow.aclose()
         raise
-    answering = await flow.aclose()  # (now an error raised while closing, or None)
-    if scope is not None and scope.cancelled_caught:  # the client's turn outlived its deadline
+    close_error = await flow.aclose()
+    if scope.cancelled_caught:  # the client's turn outlived its deadline
         raise timed_out(machine, action, driver.round_timeout)  # type: ignore[arg-type]
-    if answering is not None:
-        raise answering
+    if close_error is not None:
+        raise close_error
     if driver.value_only:
         assert type(action) is Complete  # a turn that always waits: only a finish stops here
         return action.value
@@ -237,18 +202,45 @@ async def _run(action: RunStep | RunPoll, machine: Replay, driver: Driver) -> Ac
     return machine.polled(value, driver.now())
 
 
-def _arm(scope: trio.CancelScope, driver: Driver) -> None:
-    scope.deadline = trio.current_time() + driver.round_timeout
+class _Untimed:
+    """The scope of a drive whose turns are not timed (its driver does not wait, has no
+    `round_timeout`, or trio is not running it): it does nothing."""
+
+    cancelled_caught = False
+
+    def __enter__(self) -> _Untimed:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        return None
 
 
-def _leave(scope: trio.CancelScope) -> bool | None:
-    """Leave *scope* with the exception being handled, as a `with` block would: true when the
-    scope swallowed it (its own deadline's `Cancelled`)."""
-    return scope.__exit__(*sys.exc_info())
+_UNTIMED = _Untimed()
 
 
-class _Started:
-    """`await _Started(coro, yielded)`: go on awaiting *coro*, a coroutine the drive started by
+def _round_scope(driver: Driver, task: object) -> trio.CancelScope | _Untimed:
+    """The cancel scope a drive's timed turns share (their deadlines are armed on it while
+    the client answers, and cleared after), or the untimed stand-in."""
+    if driver.waits and driver.round_timeout != math.inf and task is not OFF_TRIO:
+        return trio.CancelScope()
+    return _UNTIMED
+
+
+def _arm(scope: trio.CancelScope, round_timeout: float) -> None:
+    """Arm the round's deadline: *round_timeout* seconds from now."""
+    scope.deadline = trio.current_time() + round_timeout
+
+
+def _end_round(scope: trio.CancelScope, machine: Replay, asked: Suspend, driver: Driver) -> None:
+    """A timed turn that waited is over: clear the round's deadline, or raise
+    [RoundTimeout][mrtr_trio.RoundTimeout] when it passed as the answers came in."""
+    if scope.cancel_called:
+        raise timed_out(machine, asked, driver.round_timeout)
+    scope.deadline = math.inf
+
+
+class _YieldFrom:
+    """`await _YieldFrom(coro, yielded)`: go on awaiting *coro*, a coroutine the drive started by
     hand (`coro.send(None)`) and that *yielded* instead of finishing, exactly as the plain
     `await coro` it stands for would have (PEP 380's `yield from`).
 
@@ -270,7 +262,7 @@ class _Started:
     def start(coro: Awaitable[Any], scope: trio.CancelScope, driver: Driver) -> Any:
         """Run *coro* (a coroutine, or any awaitable) to its first yield: its value when it
         finishes without waiting; else *scope*'s deadline is armed (the *driver*'s
-        `round_timeout` from when *coro* started), and the `_Started` to await the rest with is
+        `round_timeout` from when *coro* started), and the `_YieldFrom` to await the rest with is
         returned."""
         deadline = trio.current_time() + driver.round_timeout
         started = coro if type(coro) is CoroutineType else _awaited(coro)
@@ -280,16 +272,17 @@ class _Started:
         except StopIteration as finished:
             return finished.value
         scope.deadline = deadline
-        return _Started(started, yielded)
+        driver.waited = True
+        return _YieldFrom(started, yielded)
 
     def __init__(self, coro: CoroutineType[Any, Any, Any], yielded: Any) -> None:
         self._coro = coro
         self._yielded: Any = yielded
 
-    def __await__(self) -> _Started:
+    def __await__(self) -> _YieldFrom:
         return self
 
-    def __iter__(self) -> _Started:
+    def __iter__(self) -> _YieldFrom:
         return self
 
     def __next__(self) -> Any:
@@ -325,15 +318,6 @@ _SENT: Any = object()
 async def _awaited(awaitable: Awaitable[Any]) -> Any:
     # An awaitable that is not a coroutine, as one (to be started by hand).
     return await awaitable
-
-
-def _round_over(scope: trio.CancelScope) -> bool:
-    """A timed turn that waited is over: clear the round's deadline; true when it passed as
-    the answers came in (a [RoundTimeout][mrtr_trio.RoundTimeout])."""
-    if scope.cancel_called:
-        return True
-    scope.deadline = math.inf
-    return False
 
 
 def timed_out(machine: Replay, asked: Suspend | OneRequest, round_timeout: float) -> RoundTimeout:

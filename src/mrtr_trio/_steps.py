@@ -552,8 +552,8 @@ async def _bounded(call: Awaitable[_T]) -> _T:
     A deadline matters only to a call that waits (trio cancels at a checkpoint), and a cancel
     scope costs more than an in-memory store's whole call: so a coroutine is started by hand,
     and only one that yields to trio goes on under the deadline (as the drive's timed turns do,
-    through the same [_Started][mrtr_trio._drive._Started])."""
-    from ._drive import _Started  # (the drive imports this module)
+    through the same [_YieldFrom][mrtr_trio._drive._YieldFrom])."""
+    from ._drive import _YieldFrom  # (the drive imports this module)
 
     if type(call) is not CoroutineType:
         with trio.fail_after(STORE_TIMEOUT):
@@ -563,7 +563,7 @@ async def _bounded(call: Awaitable[_T]) -> _T:
     except StopIteration as finished:
         return finished.value  # type: ignore[no-any-return]
     with trio.fail_after(STORE_TIMEOUT):
-        return await _Started(call, yielded)  # type: ignore[no-any-return]
+        return await _YieldFrom(call, yielded)  # type: ignore[no-any-return]
 
 
 def _unrecorded(name: str) -> tuple[str, str]:
