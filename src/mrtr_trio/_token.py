@@ -47,7 +47,6 @@ from ._journal import (
     PendingOne,
     PendingPoll,
     StepResult,
-    answers,
     single_key,
     strict_decoder,
 )
@@ -340,16 +339,16 @@ class EncodedJournal(Journal):
             self._reject(f"malformed body ({_problem(problem)})")
 
     def answer(self, position: int, singles: int, fingerprint: bytes) -> Answer | None:
-        # The commonest entry, an elicitation's answer, is built here straight from its item,
-        # as `_entry_from_cbor` would (without counting the asks before it again); anything
-        # else is read as an entry. Either way `answers` decides whether it answers.
+        # The commonest entry, an elicitation's answer, is checked and built here, as
+        # `_entry_from_cbor` would (without the entry around it); anything else is read as an
+        # entry, and checked there.
         try:
             item = self._items[position]
         except IndexError:  # past the items: an entry held in memory
             return super().answer(position, singles, fingerprint)
         if position != self._counted:  # (reads in order find the count ready)
             self._singles_before(position)
-        if fingerprint[0] == _ELICIT_KIND and type(item) is list:
+        if singles == self._singles and fingerprint[0] == _ELICIT_KIND and type(item) is list:
             size = len(item)
             if size == 3:
                 fp, code, content = item
@@ -360,13 +359,9 @@ class EncodedJournal(Journal):
                 content = None
             else:
                 fp = code = content = None
-            if type(fp) is bytes and type(code) is int and 0 <= code < _ACTION_COUNT:
-                entry = AnsweredOne(
-                    single_key(self._singles), fp, trusted_elicit_result(ACTIONS[code], content)
-                )
-                if answers(entry, single_key(singles), fingerprint):
-                    self._counted, self._singles = position + 1, self._singles + 1
-                    return entry.answer
+            if fp == fingerprint and type(code) is int and 0 <= code < _ACTION_COUNT:
+                self._counted, self._singles = position + 1, singles + 1
+                return trusted_elicit_result(ACTIONS[code], content)
         return super().answer(position, singles, fingerprint)
 
     def head(self, length: int) -> Journal:
