@@ -63,6 +63,13 @@ local function parts(held)
     local sep = string.find(held, ':', 2, true)
     return tonumber(string.sub(held, 2, sep - 1)), string.sub(held, sep + 1)
 end
+local function claimed_by(held, owner)
+    if not held or string.sub(held, 1, 1) ~= 'c' then
+        return false
+    end
+    local _, holder = parts(held)
+    return holder == owner
+end
 """
 
 # KEYS[1]: the key; ARGV: owner, lease ms, ttl ms, take ("1"/"0"), not after (epoch ms, the
@@ -100,16 +107,11 @@ return {'won'}
 _RENEW = (
     _PARTS
     + """
-local held = redis.call('GET', KEYS[1])
-if not held or string.sub(held, 1, 1) ~= 'c' then
-    return 0
-end
-local _, owner = parts(held)
-if owner ~= ARGV[1] then
+if not claimed_by(redis.call('GET', KEYS[1]), ARGV[1]) then
     return 0
 end
 local lease = tonumber(ARGV[2])
-redis.call('SET', KEYS[1], 'c' .. (now_ms() + lease) .. ':' .. owner, 'KEEPTTL')
+redis.call('SET', KEYS[1], 'c' .. (now_ms() + lease) .. ':' .. ARGV[1], 'KEEPTTL')
 if lease > 0 and redis.call('PTTL', KEYS[1]) < lease then
     redis.call('PEXPIRE', KEYS[1], lease)
 end
@@ -124,14 +126,8 @@ _RECORD = (
     _PARTS
     + """
 local held = redis.call('GET', KEYS[1])
-if held then
-    if string.sub(held, 1, 1) ~= 'c' then
-        return 0
-    end
-    local _, owner = parts(held)
-    if owner ~= ARGV[1] then
-        return 0
-    end
+if held and not claimed_by(held, ARGV[1]) then
+    return 0
 end
 redis.call('SET', KEYS[1], 'd' .. ARGV[2], 'PX', ARGV[3])
 return 1
@@ -142,12 +138,7 @@ return 1
 _RELEASE = (
     _PARTS
     + """
-local held = redis.call('GET', KEYS[1])
-if not held or string.sub(held, 1, 1) ~= 'c' then
-    return 0
-end
-local _, owner = parts(held)
-if owner ~= ARGV[1] then
+if not claimed_by(redis.call('GET', KEYS[1]), ARGV[1]) then
     return 0
 end
 return redis.call('DEL', KEYS[1])

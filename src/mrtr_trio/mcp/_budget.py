@@ -14,7 +14,7 @@ import json
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["MAX_BUFFERED_BYTES", "BodyBudget", "error_response"]
+__all__ = ["MAX_BUFFERED_BYTES", "BodyBudget", "error_response", "read_body"]
 
 #: Bytes of request bodies held at once across all requests (eight bodies of the default 4 MiB).
 MAX_BUFFERED_BYTES = 32 * 1024 * 1024
@@ -119,3 +119,30 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+async def read_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
+    """The whole request body (`None` past *limit*: the endpoint refuses it with 413), and a
+    `receive` that replays what was read, for a layer that must see the body before the app does."""
+    chunks: list[bytes] = []
+    size = 0
+    message: Message = {"type": "http.request", "more_body": True}
+    while message["type"] == "http.request" and message.get("more_body", False):
+        message = await receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > limit:
+                break
+    body = b"".join(chunks)
+    pending: list[Message] = [
+        {"type": "http.request", "body": body, "more_body": message.get("more_body", False)}
+    ]
+    if message["type"] != "http.request":
+        pending.append(message)  # a disconnect that came instead of the body's end
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    complete = message["type"] == "http.request" and size <= limit
+    return (body if complete else None), replay

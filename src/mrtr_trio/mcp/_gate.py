@@ -41,9 +41,10 @@ from pydantic import AnyHttpUrl
 from starlette.authentication import AuthCredentials
 from starlette.requests import HTTPConnection
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..auth import Auth
+from ._budget import read_body
 from ._sdk import (
     NAME_BEARING_METHODS,
     AuthContextMiddleware,
@@ -187,7 +188,7 @@ class AuthGate:
             return None
         credentials, user = authenticated
         if not modern and self._scoped() and scope["method"] == "POST":
-            body, receive = await _read_body(receive, self._max_body_size)
+            body, receive = await read_body(receive, self._max_body_size)
             targets = _targets(body)
         needed = self._needed(targets)
         missing = self._auth.missing(credentials.scopes, needed)
@@ -274,30 +275,3 @@ def _targets(body: bytes | None) -> list[tuple[str, str | None]]:
         name = params.get(key) if key is not None and isinstance(params, dict) else None
         targets.append((method, name if isinstance(name, str) else None))
     return targets
-
-
-async def _read_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """The whole request body (`None` past *limit*: the endpoint refuses it with 413), and a
-    `receive` that replays what was read."""
-    chunks: list[bytes] = []
-    size = 0
-    message: Message = {"type": "http.request", "more_body": True}
-    while message["type"] == "http.request" and message.get("more_body", False):
-        message = await receive()
-        if message["type"] == "http.request":
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > limit:
-                break
-    body = b"".join(chunks)
-    pending: list[Message] = [
-        {"type": "http.request", "body": body, "more_body": message.get("more_body", False)}
-    ]
-    if message["type"] != "http.request":
-        pending.append(message)  # a disconnect that came instead of the body's end
-
-    async def replay() -> Message:
-        return pending.pop(0) if pending else await receive()
-
-    complete = message["type"] == "http.request" and size <= limit
-    return (body if complete else None), replay

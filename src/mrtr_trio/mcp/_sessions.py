@@ -46,6 +46,7 @@ import pydantic_core
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ._budget import read_body
 from ._wirewatch import AnswerWatch
 
 __all__ = ["SessionGuard"]
@@ -77,7 +78,7 @@ class SessionGuard:
             self._watches.pop(session, None)
             await self._app(scope, receive, send)
             return
-        body, replay = await _read_ahead(receive, self._max_body_size)
+        body, replay = await read_body(receive, self._max_body_size)
         if body is None:
             await self._app(scope, replay, send)
             return
@@ -202,32 +203,6 @@ def _legacy_session(scope: Scope) -> str | None:
     if version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS:
         return None
     return session.decode("latin-1")
-
-
-async def _read_ahead(receive: Receive, limit: int) -> tuple[bytes | None, Receive]:
-    """The whole request body (`None` past *limit*), and a `receive` that replays it."""
-    chunks: list[bytes] = []
-    size = 0
-    message: Message = {"type": "http.request", "more_body": True}
-    while message["type"] == "http.request" and message.get("more_body", False):
-        message = await receive()
-        if message["type"] == "http.request":
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > limit:
-                break
-    body = b"".join(chunks)
-    pending: list[Message] = [
-        {"type": "http.request", "body": body, "more_body": message.get("more_body", False)}
-    ]
-    if message["type"] != "http.request":
-        pending.append(message)  # a disconnect that came instead of the body's end
-
-    async def replay() -> Message:
-        return pending.pop(0) if pending else await receive()
-
-    complete = message["type"] == "http.request" and size <= limit
-    return (body if complete else None), replay
 
 
 def _request_id(message: Any) -> Any:
