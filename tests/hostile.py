@@ -44,8 +44,9 @@ from mrtr_trio import (
     pause,
     step,
 )
+from mrtr_trio._binding import binding_digest
 from mrtr_trio._journal import qualified_name
-from mrtr_trio._token import _HEADER_BYTES, TAG_BYTES, binding_digest
+from mrtr_trio._tokenformat import _HEADER_BYTES, TAG_BYTES
 
 from .flows import CONFIRM
 

@@ -18,15 +18,12 @@ from mrtr_trio import (
     done,
     elicit,
 )
+from mrtr_trio._aead import NONCE_BYTES
+from mrtr_trio._base64url import b64url
+from mrtr_trio._binding import binding_digest
 from mrtr_trio._journal import StrictDecoder
-from mrtr_trio._token import (
-    _HEADER_BYTES,
-    NONCE_BYTES,
-    TAG_BYTES,
-    Keyring,
-    b64url,
-    binding_digest,
-)
+from mrtr_trio._keyring import Keyring
+from mrtr_trio._tokenformat import _HEADER_BYTES, TAG_BYTES
 from mrtr_trio.mcp._host import bind_bytes
 
 KEY = b"t" * 32

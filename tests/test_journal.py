@@ -1,8 +1,8 @@
 """Journals: made in memory, or read from a token's CBOR one entry at a time; and the
 strict decoder that reads them.
 
-An [EncodedJournal][mrtr_trio._token.EncodedJournal] must read back exactly the entries it
-was sealed from, answer a replay as the journal made in memory would, keep its encoding for
+An [EncodedJournal][mrtr_trio._encodedjournal.EncodedJournal] must read back exactly the
+entries it was sealed from, answer a replay as the journal made in memory would, keep its encoding for
 the next token, and refuse a malformed entry (in a token that verified) when it is read. Each
 thread decodes with a decoder of its own, which a failure leaves as good as new.
 """
@@ -16,6 +16,7 @@ import cbor2
 import pytest
 
 from mrtr_trio import InvalidRequestState, create_message, elicit, list_roots, step
+from mrtr_trio._encodedjournal import EncodedJournal, _encode_journal
 from mrtr_trio._journal import (
     PAUSED,
     Answered,
@@ -31,7 +32,6 @@ from mrtr_trio._journal import (
     strict_loads,
 )
 from mrtr_trio._replay import ERROR, Replay, Rules
-from mrtr_trio._token import EncodedJournal, _encode_journal
 from mrtr_trio._values import CreateMessageResult, ElicitResult, ListRootsResult, Root
 
 FORM = {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"]}

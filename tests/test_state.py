@@ -24,7 +24,10 @@ from mrtr_trio import (
     elicit,
     step,
 )
-from mrtr_trio._token import Keyring, StateCodec, _strict_b64decode, b64url, binding_digest
+from mrtr_trio._base64url import _strict_b64decode, b64url
+from mrtr_trio._binding import binding_digest
+from mrtr_trio._keyring import Keyring
+from mrtr_trio._token import StateCodec
 
 from .flows import CONFIRM, NAME
 from .hostile import decode, encode

@@ -32,7 +32,8 @@ from mrtr_trio import (
     step_key,
 )
 from mrtr_trio._journal import Cursor, Journal, StepResult, step_fingerprint
-from mrtr_trio._token import Keyring, StateCodec
+from mrtr_trio._keyring import Keyring
+from mrtr_trio._token import StateCodec
 
 from .flows import CONFIRM, NAME, YES, Ledger, paying
 from .hostile import decode

@@ -6,8 +6,9 @@ from __future__ import annotations
 import blake3
 import cbor2
 
+from mrtr_trio._encodedjournal import _encode_journal
 from mrtr_trio._journal import EMPTY_JOURNAL, AnsweredOne, Journal, StepResult
-from mrtr_trio._token import Keyring, _encode_journal
+from mrtr_trio._keyring import Keyring
 from mrtr_trio._values import KIND_CODES, trusted_elicit_result
 
 KEY = bytes(range(32))

@@ -468,8 +468,8 @@ def _inspect(args: argparse.Namespace) -> int:
 def _call_binding(args: argparse.Namespace) -> bytes | None:
     """The binding digest of the call `inspect` was told of (`--app` and the target), as the
     App computes it when it serves that call; `None` when no call was named."""
+    from ._binding import binding_digest
     from ._journal import qualified_name
-    from ._token import binding_digest
     from .mcp._registry import ArgumentsError
 
     named = args.tool or args.prompt or args.resource

@@ -23,6 +23,8 @@ from typing import Any
 
 import attrs
 
+from ._base64url import _strict_b64decode
+from ._cursorcbor import decode_cursor
 from ._errors import InvalidRequestState
 from ._journal import (
     Answered,
@@ -34,15 +36,9 @@ from ._journal import (
     StepResult,
     single_key,
 )
-from ._token import (
-    ENCRYPTED_VERSION,
-    KEY_ID_BYTES,
-    TAG_BYTES,
-    Keyring,
-    StateCodec,
-    _strict_b64decode,
-    decode_cursor,
-)
+from ._keyring import Keyring
+from ._token import StateCodec
+from ._tokenformat import ENCRYPTED_VERSION, KEY_ID_BYTES, TAG_BYTES
 from ._values import KIND_NAMES
 
 __all__ = ["inspect_token"]

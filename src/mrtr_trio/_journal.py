@@ -6,7 +6,7 @@ holds the answers to an ask (none for a `pause()`; `AnsweredOne` for a request y
 own, the common case), a `StepResult` the value of a `step` or `poll`. Each entry carries
 the short fingerprint of the request or step it answers, so a replay can tell that the handler
 now does something else. A `Journal` holds the entries in order (one read from a token makes
-each entry only when a replay reads it: `_token`'s `EncodedJournal`). The **pending** point
+each entry only when a replay reads it: `_encodedjournal`'s `EncodedJournal`). The **pending** point
 is the yield the client is answering this round (`Pending`, `PendingOne` for a request
 yielded on its own, or `PendingPoll` for a `poll`
 waiting on the outside world). A `Cursor` holds both, with the round count and the
@@ -15,7 +15,7 @@ return-style payload: everything a retry needs to continue a flow in a fresh pro
 Values a journal holds must survive CBOR: `recordable` gives a value as it will read back, so
 both eras feed handlers exactly the same thing.
 
-This module knows nothing of tokens, keys or trio; `_token` encodes a cursor, `_replay`
+This module knows nothing of tokens, keys or trio; `_cursorcbor` encodes a cursor, `_replay`
 decides what to do with one.
 """
 
@@ -232,10 +232,10 @@ class Journal(Sequence[Entry]):
     """A flow's journal: its entries, in order.
 
     This class holds entries made in memory (a round's new ones, a test's). A journal read from
-    a token is an [EncodedJournal][mrtr_trio._token.EncodedJournal], which makes each entry only
-    when it is read, and keeps the token's encoding for the next token. Both follow one rule:
-    the *n*-th request a flow yields on its own is asked under `input-n` (see `single_key`),
-    and only an `AnsweredOne` under that key answers it.
+    a token is an [EncodedJournal][mrtr_trio._encodedjournal.EncodedJournal], which makes each
+    entry only when it is read, and keeps the token's encoding for the next token. Both follow
+    one rule: the *n*-th request a flow yields on its own is asked under `input-n` (see
+    `single_key`), and only an `AnsweredOne` under that key answers it.
     """
 
     __slots__ = ("_entries",)

@@ -25,7 +25,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._token import MIN_KEY_BYTES
+from ._keyring import MIN_KEY_BYTES
 
 __all__ = [
     "ENVIRONMENT_VARIABLE",

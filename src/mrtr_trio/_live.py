@@ -27,8 +27,8 @@ from ._errors import BackChannelUnavailable, MrtrError
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
 from ._replay import Feed, Replay, Suspend
+from ._stepkey import STEP_KEY_BYTES
 from ._steps import call_step
-from ._token import STEP_KEY_BYTES
 from ._values import Answer, Request
 
 if TYPE_CHECKING:

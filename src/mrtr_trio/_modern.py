@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from ._binding import binding_digest
 from ._context import Context, Host
 from ._drive import Turn, drive
 from ._errors import InvalidInputResponse
@@ -25,7 +26,8 @@ from ._journal import Cursor, qualified_name, step_identity
 from ._replay import Complete, Replay
 from ._schema import is_mapping
 from ._steps import STEP_GRACE, StepPolicy, StepStore, ask_store, call_step
-from ._token import FLOW_ID_BYTES, StateCodec, binding_digest
+from ._token import StateCodec
+from ._tokenformat import FLOW_ID_BYTES
 from ._values import Request
 
 if TYPE_CHECKING:

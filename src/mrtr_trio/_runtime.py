@@ -9,16 +9,18 @@ from typing import Any, Literal
 
 import attrs
 
+from ._binding import binding_digest
 from ._context import Host
 from ._drive import Turn
 from ._flow import Handler, is_generator_handler
 from ._journal import AnsweredOne, Pending, PendingOne, PendingPoll, qualified_name, single_key
+from ._keyring import Keyring, check_keys
 from ._keys import default_keys
 from ._live import AskFunction, run_live
 from ._modern import InputRequired, advance
 from ._replay import Complete, Rules
 from ._steps import StepStore
-from ._token import Keyring, StateCodec, binding_digest, check_keys
+from ._token import StateCodec
 from ._util import check_count, check_seconds
 from ._values import Request
 

@@ -18,10 +18,10 @@ from typing import Any, Literal
 
 import attrs
 
+from .._base64url import b64url
 from .._errors import InvalidRequestState, NondeterminismError
 from .._flow import is_generator_handler
 from .._runtime import Runtime
-from .._token import b64url
 from ._probe import probe, wire_of
 from ._runners import wire_text
 
