@@ -1,7 +1,8 @@
 """Keys: checking them, deriving each key's id and subkeys (one `derive_key` context per
 purpose), signing a body into a token and verifying a token into its body (the BLAKE3 tag
 and the body check; the encrypted format through `_aead`), and the subkey a step key is
-hashed under."""
+hashed under. A signed token's body can also be read by its body check alone, for a person
+(`check_unbound`, `mrtr-trio inspect`), never to serve it."""
 
 from __future__ import annotations
 
