@@ -440,7 +440,10 @@ async def test_mrtr_rounds_before_the_task(url: str) -> None:
     replayed = await call(url, "ask_then_work", requestState=state)  # presented again
     assert replayed["resultType"] == "input_required"
     assert list(replayed["inputRequests"]) == ["user_name"]
-    tampered = await call(url, "ask_then_work", requestState=state[:-2] + "AA")
+    # One character changed, always to another one (a token that already ended in "AA"
+    # would otherwise be presented unchanged, about once in 4,096 runs).
+    tampered_state = state[:-2] + ("B" if state[-2] == "A" else "A") + state[-1]
+    tampered = await call(url, "ask_then_work", requestState=tampered_state)
     assert tampered["code"] == -32602 and tampered["message"] == "Invalid or expired requestState"
     foreign = await call(url, "ask_then_work", {"note": "x"}, requestState=again["requestState"])
     assert foreign["code"] == -32602  # bound to the tool and its arguments
