@@ -46,8 +46,11 @@ SERVING = re.compile(r"mrtr-trio: serving '.*' on (http://\S+)")
 
 
 @contextlib.contextmanager
-def serve(target: str, env: dict[str, str], log: Path) -> Iterator[str]:
-    """Serve `exactly_once_app.py:<target>` in a process of its own; its URL, until exit."""
+def serving(
+    target: str, env: dict[str, str], log: Path
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Serve `exactly_once_app.py:<target>` in a process of its own: its URL and the process
+    (which a test may kill), until exit."""
     with log.open("w") as stderr:
         process = subprocess.Popen(
             [
@@ -65,14 +68,22 @@ def serve(target: str, env: dict[str, str], log: Path) -> Iterator[str]:
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{target} did not start:\n{log.read_text()}")
             time.sleep(0.05)
-        yield found.group(1)
+        yield found.group(1), process
     finally:
-        process.send_signal(signal.SIGINT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@contextlib.contextmanager
+def serve(target: str, env: dict[str, str], log: Path) -> Iterator[str]:
+    """Serve `exactly_once_app.py:<target>` in a process of its own; its URL, until exit."""
+    with serving(target, env, log) as (url, _):
+        yield url
 
 
 class Servers:

@@ -12,9 +12,7 @@ import os
 import secrets
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import mcp_types as types
@@ -24,40 +22,9 @@ from mcp import Client
 
 from ..services import RedisServer
 from .clients import CALLBACKS, text_of
-from .test_exactly_once import APP_FILE, MODE, SERVING, YES
+from .test_exactly_once import MODE, YES, serving
 
 LEASE = 1.0
-
-
-@contextlib.contextmanager
-def serving(env: dict[str, str], log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """`exactly_once_app.py:slow_app` in a process of its own: its URL and the process."""
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [
-                *(sys.executable, "-m", "mrtr_trio._cli", "serve"),
-                *(f"{APP_FILE}:slow_app", "--http", "127.0.0.1:0"),
-            ],
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while (found := SERVING.search(log.read_text())) is None:
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"slow_app did not start:\n{log.read_text()}")
-            time.sleep(0.05)
-        yield found.group(1), process
-    finally:
-        if process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
 
 
 def charges(ledger: Path) -> list[list[str]]:
@@ -124,8 +91,8 @@ async def test_a_process_killed_mid_step_leaves_a_flow_another_process_finishes(
         "MRTR_TRIO_TEST_HOLD": str(hold),
     }
     with (
-        serving(env, tmp_path / "a.log") as (url_a, process_a),
-        serving(env, tmp_path / "b.log") as (url_b, _),
+        serving("slow_app", env, tmp_path / "a.log") as (url_a, process_a),
+        serving("slow_app", env, tmp_path / "b.log") as (url_b, _),
     ):
         with trio.fail_after(90):
             token = await kill_mid_step(url_a, tool, 21, process_a, ledger)
