@@ -14,7 +14,10 @@ branch taken count alike), so a change should still be timed. It needs ``valgrin
 
 The kinds are the core benchmark's: ``complete`` (the 4-question trip's round that replays 3
 answers, takes the 4th and completes), ``checkpoint`` (replays 2, takes the 3rd, seals a token)
-and ``live`` (the whole trip on `Runtime.run_live` with an in-memory ``ask``: 4 rounds).
+and ``live`` (the whole trip on `Runtime.run_live` with an in-memory ``ask``: 4 rounds); and,
+asked for by name, ``long`` (the survey's round that replays 1000 answers and completes: counted
+over 1/100 of the rounds, being 300 times longer) and ``waiting`` (the live trip with an ``ask``
+that waits once, at a trio checkpoint, before answering).
 """
 
 from __future__ import annotations
@@ -39,12 +42,18 @@ from . import core, flows
 __all__ = ["KINDS", "count", "round_call", "run_rounds"]
 
 KINDS = ("complete", "checkpoint", "live")
+#: The kinds counted only when named (``--kinds``), with the share of the rounds they count.
+MORE_KINDS = {"long": 100, "waiting": 1}
 ROOT = Path(__file__).resolve().parent.parent
 
 
 async def round_call(kind: str) -> Callable[[], Awaitable[Any]]:
     """A call that runs one round of *kind* (set up, and run once, here)."""
     runtime = Runtime([secrets.token_bytes(32)])
+    if kind == "long":
+        return await core.long_round(1000)
+    if kind == "waiting":
+        return core.live_calls().trip_waiting
     if kind == "live":
 
         async def ask(key: str, request: Any) -> Any:
@@ -109,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.instructions", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=list(KINDS))
+    parser.add_argument("--kinds", nargs="+", choices=[*KINDS, *MORE_KINDS], default=list(KINDS))
     parser.add_argument("--against", type=Path, help="another checkout to count beside this one")
     parser.add_argument("--extra", type=int, default=2000, help="rounds counted (default 2000)")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "ROUNDS"), help=argparse.SUPPRESS)
@@ -129,7 +138,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("| " + " | ".join(header) + " |")
     print("|---|" + "---:|" * (len(header) - 1))
     for kind in options.kinds:
-        counts = [count(kind, source, extra=options.extra) for _, source in sources]
+        extra = max(1, options.extra // MORE_KINDS.get(kind, 1))
+        counts = [
+            count(kind, source, rounds=100 if kind in KINDS else 2, extra=extra)
+            for _, source in sources
+        ]
         cells = [kind, *(f"{n:,.0f}" for n in counts)]
         if len(counts) == 2:
             cells.append(f"{counts[0] / counts[1] - 1:+.1%}")

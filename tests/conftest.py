@@ -10,6 +10,13 @@ Profiles (pick one with the HYPOTHESIS_PROFILE environment variable):
 
 Every trio test runs under the per-test watchdog of ``tests/watchdog.py``.
 
+Both loops: a test that takes the ``anyio_backend`` fixture (or sits in a module marked
+``pytestmark = BOTH_LOOPS``, from ``loops.py``) runs twice, under trio and under asyncio. The
+trio run is pytest-trio's, as for every other test; the asyncio run is anyio's pytest plugin's
+(this file takes pytest-trio's mark off it). Such a test is written against anyio's API
+(``anyio.sleep``, ``anyio.fail_after``), which means trio's under trio, and uses no async
+fixtures.
+
 Property tests that need a floor (the era-equivalence property runs at least 500 flows) take
 ``max(floor, settings.default.max_examples)``, so ``long`` raises them too.
 """
@@ -22,6 +29,7 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from .loops import LOOPS, anyio_backend_of
 from .services import RedisServer, redis_server
 from .watchdog import guard_trio_tests
 
@@ -39,7 +47,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)  # after pytest-trio has marked the trio tests
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if anyio_backend_of(item) == "asyncio":  # anyio's plugin runs it, not pytest-trio
+            item.own_markers[:] = [mark for mark in item.own_markers if mark.name != "trio"]
     guard_trio_tests(items)
+
+
+@pytest.fixture(params=LOOPS)
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    """The loop a both-loops test runs under (see the module docstring)."""
+    return request.param  # type: ignore[no-any-return]
 
 
 settings.register_profile(

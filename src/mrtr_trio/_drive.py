@@ -41,10 +41,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from types import CoroutineType
 from typing import Any, Protocol
 
-import trio
-
 from ._errors import MrtrError, RoundTimeout
 from ._flow import Flow, Step
+from ._loop import NO_LOOP, CancelScope, Loop, running, scope_marks
 from ._replay import (
     UNMATCHED,
     Action,
@@ -57,7 +56,6 @@ from ._replay import (
     Suspend,
 )
 from ._steps import call
-from ._trio_compat import OFF_TRIO, current_task, scope_marks
 from ._values import Request
 
 __all__ = [
@@ -128,8 +126,8 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
     # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine,
     # twice: trio makes a frame object of it), so every local costs 16 bytes per flow; the
     # rarer moves are functions of their own.
-    task = current_task()
-    scope = _round_scope(driver, task)  # timed turns' deadlines are armed on it
+    loop, task = running()  # trio, or asyncio through anyio: chosen once per drive
+    scope = _round_scope(driver, loop)  # timed turns' deadlines are armed on it
     try:
         with scope:
             marks = scope_marks(task)
@@ -156,14 +154,14 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
                             turn = driver.ask(asked.key, asked.request)
                         else:
                             turn = driver.turn(action)
-                        if not asked or type(scope) is not trio.CancelScope:
+                        if not asked or scope is _UNTIMED:
                             answers = await turn  # (a turn that asks nothing is not timed)
                         elif driver.waited:  # armed from its start, awaited plainly
-                            _arm(scope, driver.round_timeout)
+                            _arm(scope, loop, driver.round_timeout)
                             answers = await turn
                             _end_round(scope, machine, action, driver)
                         else:  # started by hand, and armed only if it waits: see _YieldFrom
-                            answers = _YieldFrom.start(turn, scope, driver)
+                            answers = _YieldFrom.start(turn, scope, loop, driver)
                             if type(answers) is _YieldFrom:
                                 answers = await answers
                                 _end_round(scope, machine, action, driver)
@@ -206,7 +204,11 @@ class _Untimed:
     """The scope of a drive whose turns are not timed (its driver does not wait, has no
     `round_timeout`, or trio is not running it): it does nothing."""
 
-    cancelled_caught = False
+    deadline = math.inf
+    cancel_called = cancelled_caught = False
+
+    def cancel(self) -> None:
+        return None
 
     def __enter__(self) -> _Untimed:
         return self
@@ -218,20 +220,20 @@ class _Untimed:
 _UNTIMED = _Untimed()
 
 
-def _round_scope(driver: Driver, task: object) -> trio.CancelScope | _Untimed:
+def _round_scope(driver: Driver, loop: Loop) -> CancelScope:
     """The cancel scope a drive's timed turns share (their deadlines are armed on it while
     the client answers, and cleared after), or the untimed stand-in."""
-    if driver.waits and driver.round_timeout != math.inf and task is not OFF_TRIO:
-        return trio.CancelScope()
+    if driver.waits and driver.round_timeout != math.inf and loop is not NO_LOOP:
+        return loop.cancel_scope()
     return _UNTIMED
 
 
-def _arm(scope: trio.CancelScope, round_timeout: float) -> None:
+def _arm(scope: CancelScope, loop: Loop, round_timeout: float) -> None:
     """Arm the round's deadline: *round_timeout* seconds from now."""
-    scope.deadline = trio.current_time() + round_timeout
+    scope.deadline = loop.now() + round_timeout
 
 
-def _end_round(scope: trio.CancelScope, machine: Replay, asked: Suspend, driver: Driver) -> None:
+def _end_round(scope: CancelScope, machine: Replay, asked: Suspend, driver: Driver) -> None:
     """A timed turn that waited is over: clear the round's deadline, or raise
     [RoundTimeout][mrtr_trio.RoundTimeout] when it passed as the answers came in."""
     if scope.cancel_called:
@@ -264,12 +266,12 @@ class _YieldFrom:
     __slots__ = ("_coro", "_yielded")
 
     @staticmethod
-    def start(coro: Awaitable[Any], scope: trio.CancelScope, driver: Driver) -> Any:
+    def start(coro: Awaitable[Any], scope: CancelScope, loop: Loop, driver: Driver) -> Any:
         """Run *coro* (a coroutine, or any awaitable) to its first yield: its value when it
         finishes without waiting; else *scope*'s deadline is armed (the *driver*'s
         `round_timeout` from when *coro* started), and the `_YieldFrom` to await the rest with is
         returned."""
-        deadline = trio.current_time() + driver.round_timeout
+        deadline = loop.now() + driver.round_timeout
         started = coro if type(coro) is CoroutineType else _awaited(coro)
         assert type(started) is CoroutineType
         try:
@@ -338,7 +340,8 @@ def timed_out(machine: Replay, asked: Suspend | OneRequest, round_timeout: float
 def _scope_error(flow: Flow) -> None:
     raise MrtrError(
         f"{flow.name} yielded inside a cancel scope or nursery it opened (such as `with "
-        "trio.move_on_after(...)` or `async with trio.open_nursery()` around a yield). "
-        "Trio forbids suspending a generator there: close the scope before yielding, or "
-        "move the timed work into step(fn)."
+        "trio.move_on_after(...)`, `with anyio.fail_after(...)` or `async with "
+        "trio.open_nursery()` around a yield). A generator cannot suspend there (trio forbids "
+        "it; anyio's scopes on asyncio break): close the scope before yielding, or move the "
+        "timed work into step(fn)."
     )

@@ -4,13 +4,13 @@
 [Replay][mrtr_trio._replay.Replay] machine that starts live, and meets each client turn
 itself: a request becomes a real server-to-client request through the host's
 `ask(key, request)` (one request is awaited by the drive loop itself); a batch fans out
-concurrently in a trio nursery, and the first failure cancels its siblings and is re-raised
-alone (never as an `ExceptionGroup`). The client must answer each round within
-`round_timeout`, else [RoundTimeout][mrtr_trio.RoundTimeout]: the drive times its rounds with
-one cancel scope per flow. A poll's turn sleeps its interval; a return-style handler's
-state-only turn (the legacy shim) sleeps `state_only_pacing`. Push-style
-`await ctx.elicit(...)` asks through the same turns, each under a deadline of its own, since
-it runs inside the handler.
+concurrently in a task group of the loop running the flow (a trio nursery, or anyio's on
+asyncio: see `_loop`), and the first failure cancels its siblings and is re-raised alone (never
+as an `ExceptionGroup`). The client must answer each round within `round_timeout`, else
+[RoundTimeout][mrtr_trio.RoundTimeout]: the drive times its rounds with one cancel scope per
+flow. A poll's turn sleeps its interval; a return-style handler's state-only turn (the legacy
+shim) sleeps `state_only_pacing`. Push-style `await ctx.elicit(...)` asks through the same
+turns, each under a deadline of its own, since it runs inside the handler.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ import secrets
 from collections.abc import Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, NoReturn
 
-import trio
-
 from ._context import Context, Host
 from ._drive import AskFunction, drive, timed_out
 from ._errors import BackChannelUnavailable, MrtrError
 from ._flow import Handler, Step, is_generator_handler, open_flow
 from ._journal import qualified_name
+from ._loop import TaskGroup, current_loop
 from ._replay import Feed, Replay, Suspend
 from ._stepkey import STEP_KEY_BYTES
 from ._steps import call_step
@@ -89,13 +88,16 @@ class _Turns:
 
     waits: ClassVar[bool] = True
     value_only: ClassVar[bool] = True
-    now = staticmethod(trio.current_time)
 
     def __init__(self, runtime: Runtime, machine: Replay, ask: AskFunction | None) -> None:
         self._machine = machine
         self.ask = ask
         self.round_timeout = runtime.round_timeout
         self.waited = False
+
+    @staticmethod
+    def now() -> float:
+        return current_loop().now()
 
     @staticmethod
     async def run_step(step: Step) -> Any:
@@ -109,7 +111,7 @@ class _Turns:
         # A return-style flow's state-only round is the shim's: see `_Shim`.)
         requests = suspend.requests
         if suspend.retry_after is not None:  # a poll waiting for the outside world
-            await trio.sleep(suspend.retry_after)
+            await current_loop().sleep(suspend.retry_after)
             return {}
         ask = self.ask
         if ask is None:
@@ -133,9 +135,11 @@ class _Turns:
         machine = self._machine
         round_timeout = self.round_timeout
         action = machine.push({key: request})
+        loop = current_loop()
         try:
             while True:
-                with trio.CancelScope(deadline=trio.current_time() + round_timeout) as scope:
+                with loop.cancel_scope() as scope:
+                    scope.deadline = loop.now() + round_timeout
                     responses = await self.turn(action)
                 if scope.cancelled_caught:
                     raise timed_out(machine, action, round_timeout)
@@ -161,7 +165,7 @@ class _Shim(_Turns):
 
     async def turn(self, suspend: Suspend) -> Mapping[str, Any]:
         if not suspend.requests:
-            await trio.sleep(self._pacing)
+            await current_loop().sleep(self._pacing)
             return {}
         return await super().turn(suspend)
 
@@ -186,18 +190,18 @@ async def _ask_all(ask: AskFunction, requests: Mapping[str, Request]) -> dict[st
     results: dict[str, Any] = {}
     failure: BaseException | None = None
 
-    async def ask_one(key: str, request: Request, cancel_scope: trio.CancelScope) -> None:
+    async def ask_one(key: str, request: Request, group: TaskGroup) -> None:
         nonlocal failure
         try:
             results[key] = await ask(key, request)
         except Exception as error:
             if failure is None:
                 failure = error
-            cancel_scope.cancel()
+            group.cancel_scope.cancel()
 
-    async with trio.open_nursery() as nursery:
+    async with current_loop().open_task_group() as group:
         for key, request in requests.items():
-            nursery.start_soon(ask_one, key, request, nursery.cancel_scope)
+            group.start_soon(ask_one, key, request, group)
     if failure is not None:
         raise failure
     return results
