@@ -43,9 +43,8 @@ def _request(body: dict[str, object], headers: dict[str, str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode() + content
 
 
-async def _seconds_until_closed(stream: trio.SocketStream, request: bytes) -> float:
-    """Send *request*, read its whole response, then time how long the server keeps the idle
-    connection open."""
+async def _response(stream: trio.SocketStream, request: bytes) -> None:
+    """Send *request* and read its whole (200) response."""
     await stream.send_all(request)
     received = b""
     with trio.fail_after(10):
@@ -56,6 +55,12 @@ async def _seconds_until_closed(stream: trio.SocketStream, request: bytes) -> fl
         if b"transfer-encoding: chunked" in head.lower():
             while not rest.endswith(b"0\r\n\r\n"):
                 rest += await stream.receive_some()
+
+
+async def _seconds_until_closed(stream: trio.SocketStream, request: bytes) -> float:
+    """Send *request*, read its whole response, then time how long the server keeps the idle
+    connection open."""
+    await _response(stream, request)
     started = trio.current_time()
     with trio.move_on_after(5):
         while await stream.receive_some():
@@ -87,6 +92,22 @@ async def test_a_used_connection_closes_at_the_keep_alive_timeout(
     async with stream:
         idle = await _seconds_until_closed(stream, _request(body, headers))
     assert idle < 3, f"the connection that carried {what} stayed open"
+
+
+async def test_a_connection_the_client_closed_is_let_go_at_once(nursery: trio.Nursery) -> None:
+    # The keep-alive timeout is long: the server must not wait for it to let go of a
+    # connection whose client has gone (its task, buffers and socket, in CLOSE-WAIT).
+    url = await nursery.start(partial(apps.app.serve_http, "127.0.0.1", 0, keep_alive_timeout=30))
+    headers = dict(MODERN_HEADERS, **{"Mcp-Method": "tools/call", "Mcp-Name": "counts"})
+    stream = await trio.open_tcp_stream("127.0.0.1", port_of(url))
+    async with stream:
+        await _response(stream, _request(MODERN_CALL, headers))
+        await trio.sleep(0.2)  # the server is done with the response: the connection is idle
+        await stream.send_eof()  # the client is done: the server reads its end
+        with trio.move_on_after(5) as waited:
+            while await stream.receive_some():
+                pass
+    assert not waited.cancelled_caught, "the server held the closed connection open"
 
 
 def _served_or_refused(sock: socket.socket) -> str:

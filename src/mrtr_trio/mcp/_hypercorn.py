@@ -5,6 +5,11 @@
   that cancels its own task once the response is out (the SDK's disconnect watcher does, as
   Starlette responses do) cancelled that restart, and the connection then stayed open for good.
   [ShieldedResponseEnd][mrtr_trio.mcp._hypercorn.ShieldedResponseEnd] lets that `send` finish.
+- **a connection the client closed is let go at once.** hypercorn's trio worker reads the
+  client's end of an idle connection, but its idle timer goes on running, and the connection's
+  task, buffers and socket (in CLOSE-WAIT) stay until the keep-alive timeout (30 s by default),
+  so a thousand clients that came and went hold a thousand dead connections for that long.
+  [_Connection][mrtr_trio.mcp._hypercorn._Connection] stops the timer once reading has ended.
 - **running out of file descriptors degrades.** trio's own accept loop logs a traceback ten
   times a second while `accept` fails with `EMFILE`;
   [accept_loop][mrtr_trio.mcp._hypercorn.accept_loop] refuses the waiting connections instead
@@ -68,6 +73,16 @@ class ShieldedResponseEnd:
                 await send(message)
 
         await self._app(scope, receive, shielded_send)
+
+
+class _Connection(TCPServer):
+    """hypercorn's trio connection, whose idle timer stops once the client's end of the stream
+    has been read (or the stream broke): nothing is left to wait for, and the connection closes
+    as soon as a response still being sent on it is done."""
+
+    async def _read_data(self) -> None:
+        await super()._read_data()
+        await self.idle_task.stop()
 
 
 class _Spare:
@@ -179,7 +194,7 @@ async def serve(
     lifespan_state: dict[str, Any] = {}
     lifespan = Lifespan(wrapped, config, lifespan_state)
     connection = functools.partial(
-        TCPServer,
+        _Connection,
         wrapped,
         config,
         WorkerContext(None),
