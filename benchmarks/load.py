@@ -15,6 +15,10 @@ For each N and era it reports flows completed, errors (by kind), p50 and p99 lat
 flow, and the server's RSS before, during (the peak) and after (once the flows are done and the
 server is idle). "Before" is taken after a warm-up of a few flows, so imports and caches are in
 it. ``--write`` puts the table into docs/reliability.md.
+
+Two hooks for [benchmarks.steady][], read from the server's environment: `LEAK_VARIABLE` makes
+each flow leak that many bytes on purpose (the load targets' self-test), and `PROBE_VARIABLE`
+names a file the server writes its live Python allocations to when it gets ``SIGUSR1``.
 """
 
 from __future__ import annotations
@@ -22,13 +26,17 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
+import gc
 import json
 import os
 import resource
 import secrets
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
@@ -52,6 +60,13 @@ KEY_VARIABLE = "MRTR_LOAD_KEY"
 #: How ``mrtr-trio serve --http`` announces its URL on stderr, and within how many lines.
 BANNER = "mrtr-trio: serving "
 BANNER_WITHIN = 100
+#: Bytes each flow leaks on purpose in a server started with it (`serve(leak=...)`).
+LEAK_VARIABLE = "MRTR_LOAD_LEAK"
+#: A file the server writes its live Python allocations to on ``SIGUSR1`` (`Server.allocations`).
+PROBE_VARIABLE = "MRTR_LOAD_PROBE"
+
+_LEAK = int(os.environ.get(LEAK_VARIABLE) or 0)
+_LEAKED: list[bytes] = []
 
 app = App(
     "load",
@@ -63,10 +78,28 @@ app = App(
 async def confirm(ctx: Context, job: str) -> AsyncGenerator[Any, Any]:
     """One question, then the answer."""
     answer = yield elicit(f"Run {job}?", CONFIRM)
+    if _LEAK:
+        _LEAKED.append(b"\x01" * _LEAK)  # written, so resident (`bytes(n)` may not be)
     yield done(f"{job}: {answer.content['ok'] if answer.accepted else answer.action}")
 
 
 # ------------------------------------------------------------------------------- server
+
+
+def _write_allocations(path: str) -> None:
+    """(In the server, on ``SIGUSR1``.) After a collection: the memory blocks Python has
+    allocated and not freed (every object, whatever the allocator does with freed pages), and
+    the objects the garbage collector tracks."""
+    gc.collect()
+    figures = {"blocks": sys.getallocatedblocks(), "objects": len(gc.get_objects())}
+    Path(f"{path}.part").write_text(json.dumps(figures))
+    os.replace(f"{path}.part", path)
+
+
+if os.environ.get(PROBE_VARIABLE):
+    signal.signal(
+        signal.SIGUSR1, lambda signum, frame: _write_allocations(os.environ[PROBE_VARIABLE])
+    )
 
 
 @attrs.define
@@ -74,17 +107,40 @@ class Server:
     process: subprocess.Popen[str]
     url: str
     logged: list[str] = attrs.field(factory=list)  # what it wrote to stderr
+    probe: Path | None = None  # where it writes its allocations (`serve(probe=True)`)
 
     def rss_mib(self) -> float:
         status = Path(f"/proc/{self.process.pid}/status").read_text()
         line = next(line for line in status.splitlines() if line.startswith("VmRSS:"))
         return int(line.split()[1]) / 1024
 
+    async def allocations(self) -> dict[str, int]:
+        """The server's live Python allocations now (``blocks``, ``objects``: see
+        `_write_allocations`); only for a server started with ``probe=True``."""
+        if self.probe is None:
+            raise RuntimeError("the server was started without probe=True")
+        self.probe.unlink(missing_ok=True)
+        self.process.send_signal(signal.SIGUSR1)
+        with trio.fail_after(60):
+            # (another process writes it: there is no event to wait on)
+            while not self.probe.exists():  # noqa: ASYNC110
+                await trio.sleep(0.05)
+        figures: dict[str, int] = json.loads(self.probe.read_text())
+        return figures
+
 
 @contextmanager
-def serve(*options: str, open_files: int | None = None) -> Iterator[Server]:
+def serve(
+    *options: str, open_files: int | None = None, leak: int = 0, probe: bool = False
+) -> Iterator[Server]:
     """This file's app under ``mrtr-trio serve --http``, default settings unless *options*
-    say otherwise; *open_files* lowers its limit of open files (``ulimit -n``)."""
+    say otherwise; *open_files* lowers its limit of open files (``ulimit -n``); each flow
+    leaks *leak* bytes; with *probe*, `Server.allocations` can ask it its allocations."""
+    hooks = {LEAK_VARIABLE: str(leak)} if leak else {}
+    probed: Path | None = None
+    if probe:
+        probed = Path(tempfile.mkdtemp(prefix="mrtr-load-")) / "allocations.json"
+        hooks[PROBE_VARIABLE] = str(probed)
     process = subprocess.Popen(
         [
             sys.executable,
@@ -96,7 +152,7 @@ def serve(*options: str, open_files: int | None = None) -> Iterator[Server]:
             "127.0.0.1:0",
             *options,
         ],
-        env={**os.environ, KEY_VARIABLE: secrets.token_hex(32), **_server_env()},
+        env={**os.environ, KEY_VARIABLE: secrets.token_hex(32), **hooks, **_server_env()},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -114,7 +170,7 @@ def serve(*options: str, open_files: int | None = None) -> Iterator[Server]:
             before.append(line)
         if not line.startswith(BANNER):
             raise RuntimeError(f"no {BANNER!r} line from the server; it wrote: {''.join(before)}")
-        served = Server(process, line.rsplit(" ", 1)[1].strip(), before)
+        served = Server(process, line.rsplit(" ", 1)[1].strip(), before, probed)
         # Keep reading what the server logs, or a full pipe would stall it mid-run.
         drain = threading.Thread(target=_drain, args=(process.stderr, served.logged), daemon=True)
         drain.start()
@@ -125,6 +181,8 @@ def serve(*options: str, open_files: int | None = None) -> Iterator[Server]:
         if drain is not None:
             drain.join(timeout=5)  # it ends at the pipe's end
         process.stderr.close()
+        if probed is not None:
+            shutil.rmtree(probed.parent, ignore_errors=True)
 
 
 def _limit_files(limit: int) -> None:

@@ -179,7 +179,12 @@ def _load(load: Mapping[str, Any]) -> Table:
     rows = []
     for era, result in load.items():
         before = result["rss_before_mib"]
+        blocks_before = result.get("blocks_before")
         for k, burst in enumerate(result["bursts"], 1):
+            blocks = burst.get("blocks_after")
+            live = "-"
+            if blocks is not None and blocks_before:
+                live = f"{blocks:,} ({(blocks / blocks_before - 1) * 100:+.1f}%)"
             errors = ", ".join(
                 f"{kind} x{n}" for kind, n in sorted(burst["errors_by_kind"].items())
             )
@@ -195,9 +200,10 @@ def _load(load: Mapping[str, Any]) -> Table:
                     f"{burst['rss_peak_mib']:.1f}",
                     f"{burst['rss_after_mib']:.1f}",
                     f"{(burst['rss_after_mib'] / before - 1) * 100:+.1f}%",
+                    live,
                 ]
             )
-            before = burst["rss_after_mib"]
+            before, blocks_before = burst["rss_after_mib"], blocks
     first = next(iter(load.values()))
     return Table(
         f"Load: bursts of {first['flows']:,} simultaneous flows per era, one server each era, "
@@ -213,6 +219,7 @@ def _load(load: Mapping[str, Any]) -> Table:
             "RSS peak MiB",
             "RSS after MiB",
             "after vs the step before",
+            "live Python allocations after (vs the step before)",
         ],
         rows,
     )

@@ -16,30 +16,52 @@ hold, a slow first burst, say while other work competes for the cores, has fewer
 flight at a time than the next, and the next grows the resident set to its own higher peak;
 with the hold but all released at once, how many finish at the same moment varies the same
 way. Either reads as growth without any leak.)
+
+After each burst the server also reports its live Python allocations (``sys.getallocatedblocks``
+after a collection, and the objects the collector tracks): a count of what is still allocated,
+which the allocator's keeping or returning pages does not move, shown beside the RSS.
+
+``python -m benchmarks.steady [--leak BYTES]`` runs the bursts alone and judges them as the full
+run does (exit 1 naming each missed target); ``--leak`` makes every flow leak *BYTES* in the
+server, the self-test that shows the targets fail on a leak.
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 from typing import Any
+
+import trio
 
 from . import load
 
-__all__ = ["ERAS", "bursts"]
+__all__ = ["ERAS", "bursts", "main"]
 
 ERAS = ("legacy", "modern")
 
 
-async def bursts(flows: int, count: int, settle: float) -> dict[str, dict[str, Any]]:
-    """Era -> the RSS before the first burst (after the warm-up) and each burst's figures."""
+async def bursts(
+    flows: int, count: int, settle: float, *, leak: int = 0, eras: tuple[str, ...] = ERAS
+) -> dict[str, dict[str, Any]]:
+    """Era -> the RSS and live allocations before the first burst (after the warm-up), and each
+    burst's figures; with *leak*, every flow leaks that many bytes in the server."""
     results: dict[str, dict[str, Any]] = {}
-    for era in ERAS:
-        with load.serve() as server:
+    for era in eras:
+        with load.serve(leak=leak, probe=True) as server:
             await load.run(server, era, 10, settle)  # warm-up: imports and caches
-            runs = [await load.run(server, era, flows, settle, together=True) for _ in range(count)]
+            before = await server.allocations()
+            runs, allocations = [], []
+            for _ in range(count):
+                runs.append(await load.run(server, era, flows, settle, together=True))
+                allocations.append(await server.allocations())
         results[era] = {
             "flows": flows,
             "settle_s": settle,
+            **({"leak_bytes_per_flow": leak} if leak else {}),
             "rss_before_mib": runs[0].rss_before,
+            "blocks_before": before["blocks"],
+            "objects_before": before["objects"],
             "bursts": [
                 {
                     "completed": run.completed,
@@ -50,8 +72,40 @@ async def bursts(flows: int, count: int, settle: float) -> dict[str, dict[str, A
                     "wall_s": run.wall_s,
                     "rss_peak_mib": run.rss_peak,
                     "rss_after_mib": run.rss_after,
+                    "blocks_after": allocated["blocks"],
+                    "objects_after": allocated["objects"],
                 }
-                for run in runs
+                for run, allocated in zip(runs, allocations, strict=True)
             ],
         }
     return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    from .report import tables
+    from .targets import verdicts
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.steady", description=__doc__)
+    parser.add_argument("--flows", type=int, default=1000, help="flows per burst")
+    parser.add_argument("--bursts", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=5.0, help="idle seconds before RSS")
+    parser.add_argument("--eras", nargs="+", choices=ERAS, default=list(ERAS))
+    parser.add_argument("--leak", type=int, default=0, help="bytes each flow leaks (self-test)")
+    args = parser.parse_args(argv)
+    found = {
+        "load": trio.run(
+            lambda: bursts(
+                args.flows, args.bursts, args.settle, leak=args.leak, eras=tuple(args.eras)
+            )
+        )
+    }
+    judged = [v for v in verdicts(found) if v.met is not None]
+    print("\n\n".join(t.text() for t in tables(found, judged, enforced=True)))
+    missed = [v.name for v in judged if not v.met]
+    if missed:
+        print(f"\nMISSED: {missed}", file=sys.stderr)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,6 @@
-"""The benchmark suite's judgement, without running a benchmark: which targets a result misses,
-what counts as insane output, and the docs block it rewrites. (The benchmarks themselves run in
+"""The benchmark suite's judgement: which targets a result misses, what counts as insane output,
+and the docs block it rewrites; and the load targets' self-test, the one benchmark run here (a
+leak injected into a real server must miss them). (The benchmarks themselves run in
 ``.ci/run``'s quick mode; performance is never asserted here.)"""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -460,3 +462,22 @@ async def test_a_burst_held_together_has_every_flow_at_its_ready_point_at_once(
     events.clear()
     result = await load.run(server, "held", 6, 0)  # not held: each goes on at once
     assert events[:2] == ["arrive", "leave"]
+
+
+def test_the_load_targets_fail_on_a_leak_and_hold_without_one() -> None:
+    # The targets' self-test on a real server (`python -m benchmarks.steady --leak` at full size):
+    # 30 modern flows a burst, each leaking 256 KiB, grow an ~85 MiB server by 7.5 MiB a burst.
+    import trio
+
+    from benchmarks import steady
+
+    def load_missed(leak: int) -> list[str]:
+        found = trio.run(partial(steady.bursts, 30, 3, 0.2, leak=leak, eras=("modern",)))
+        assert found["modern"]["bursts"][0]["blocks_after"] > 0
+        return [v.name for v in verdicts({"load": found}) if v.met is False]
+
+    assert load_missed(256 * 1024) == [
+        "load modern: RSS added by burst 2 of 30 flows",
+        "load modern: RSS added by burst 3 of 30 flows",
+    ]
+    assert load_missed(0) == []
