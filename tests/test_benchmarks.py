@@ -233,6 +233,25 @@ def test_the_load_run_must_reach_a_steady_state_without_errors() -> None:
     assert missed(results(load=shrinking)) == [] and insane(results(load=shrinking)) == []
 
 
+def test_the_load_table_shows_the_live_allocations_beside_the_rss() -> None:
+    from benchmarks.report import tables
+
+    load = results()["load"]
+    load["legacy"]["blocks_before"] = 400_000
+    for burst_, blocks in zip(load["legacy"]["bursts"], (420_000, 421_000, 420_790), strict=True):
+        burst_["blocks_after"] = blocks
+    [table] = [t for t in tables({"load": load}, [], True) if t.title.startswith("Load")]
+    assert table.headers[-1] == "live Python allocations after (vs the step before)"
+    assert [row[-1] for row in table.rows] == [
+        "420,000 (+5.0%)",
+        "421,000 (+0.2%)",
+        "420,790 (-0.0%)",
+        "-",  # a run from before the allocations were measured
+        "-",
+        "-",
+    ]
+
+
 def test_a_shorter_journal_than_the_targets_is_not_judged() -> None:
     found = results(core__long_answers=30, core__modern_long_ratio=stats(5.0))
     [long] = [v for v in verdicts(found) if "answer journal" in v.name and "3-" not in v.name]
