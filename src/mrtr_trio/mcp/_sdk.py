@@ -18,7 +18,13 @@ for:
 - the auth plumbing the gate and the session slots reuse: `AuthContextMiddleware`,
   `BearerAuthBackend`, `AuthenticatedUser`, `get_access_token`, `principal_components` and
   `create_protected_resource_routes`;
-- header parsing: `NAME_BEARING_METHODS`, `decode_header_value`.
+- header parsing: `NAME_BEARING_METHODS`, `decode_header_value`;
+- the SDK's `MCPServer` and its handlers' `MCPServerContext` (`mcp.server.mcpserver.Context`),
+  which [mrtr_trio.mcpserver][] registers handlers on: a tool or prompt function's parameter
+  annotated with that context receives it, its `request_context` is the call's
+  `ServerRequestContext` with the raw params (the request-state boundary has already unsealed
+  `requestState`), and an `MCPError` or an `InputRequiredResult` out of the function reaches the
+  wire as it is.
 
 An SDK upgrade that changes one of these facts fails a test: `tests/server/test_sdk_pins.py`
 pins those it can check on their own (the header sentinel, the `x-mcp-header` check,
@@ -73,6 +79,8 @@ from mcp.server.auth.routes import create_protected_resource_routes
 from mcp.server.connection import allowed_log_levels
 from mcp.server.context import CallNext, ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.mcpserver import Context as MCPServerContext
+from mcp.server.mcpserver import MCPServer
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.inbound import (
@@ -93,6 +101,8 @@ __all__ = [
     "AuthenticatedUser",
     "BearerAuthBackend",
     "CallNext",
+    "MCPServer",
+    "MCPServerContext",
     "Server",
     "ServerMessageMetadata",
     "ServerRequestContext",

@@ -1,0 +1,73 @@
+"""One call of an mrtr_trio handler served inside another framework's MCP request handler
+(FastMCP's tools, prompts and resources; the SDK's `MCPServer`), on whichever loop serves it.
+
+The framework owns the server: the wire, the listing, its middleware and its own request-state
+boundary. This module only needs the SDK's request context of the call (`ServerRequestContext`,
+which both frameworks lend their handlers) and does what [App][mrtr_trio.mcp.App] does for one
+call: a legacy request runs the flow live over the request's back channel, a 2026-07-28
+request runs one round with [Runtime.advance][mrtr_trio.Runtime.advance], bound to the method,
+the target, the arguments as received, the framework's authenticated principal and the audience.
+
+Both frameworks seal `requestState` with the SDK's request-state boundary, which unseals it
+before any handler runs: the context's raw params already carry mrtr_trio's own token, in
+plaintext, and `inputResponses` as the client sent them (raw JSON, so that mrtr_trio checks
+each answer itself as on [App][mrtr_trio.mcp.App]).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mcp_types as types
+
+from .._modern import InputRequired
+from .._replay import Complete
+from .._runtime import Runtime
+from ._host import LegacyAsker, RequestHost, bind_bytes, client_capabilities, is_modern
+from ._registry import Entry
+from ._sdk import ServerRequestContext
+from ._wire import input_required_result
+
+__all__ = ["run_hosted"]
+
+
+async def run_hosted(
+    runtime: Runtime,
+    ctx: ServerRequestContext[Any],
+    entry: Entry,
+    raw_arguments: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    *,
+    target: str,
+    audience: str,
+    principal: Sequence[str | None] | None,
+) -> Complete | types.InputRequiredResult:
+    """Run *entry*'s handler for the request *ctx* in its era: its value as
+    [Complete][mrtr_trio.Complete], or (2026-07-28 only) the SDK `InputRequiredResult` whose
+    `requestState` is mrtr_trio's signed token (the framework's boundary seals it again).
+
+    *principal* is the caller's `(client_id, issuer, subject)` as the framework authenticated
+    it (`None` when unauthenticated): a token minted for one principal does not verify for
+    another."""
+    host = RequestHost(ctx)
+    capabilities = client_capabilities(ctx)
+    if not is_modern(ctx):
+        ask = LegacyAsker(ctx) if ctx.session.can_send_request else None
+        value = await runtime.run_live(
+            entry.fn, arguments, ask, client_capabilities=capabilities, host=host
+        )
+        return Complete(value)
+    params = ctx.params if isinstance(ctx.params, Mapping) else {}
+    outcome = await runtime.advance(
+        entry.fn,
+        arguments,
+        input_responses=params.get("inputResponses"),
+        request_state=params.get("requestState"),
+        client_capabilities=capabilities,
+        bind=bind_bytes(ctx.method, target, raw_arguments, audience, principal),
+        host=host,
+    )
+    if isinstance(outcome, InputRequired):
+        return input_required_result(outcome)
+    return outcome

@@ -1,0 +1,222 @@
+"""mrtr_trio handlers hosted by FastMCP (`mrtr_trio.fastmcp`) and by the SDK's MCPServer
+(`mrtr_trio.mcpserver`): each flow asks the same things and ends the same way as on an App, in
+both eras, and what only a hosting framework can get wrong (its seal around our token, its way
+with errors, its principal) is checked here.
+
+In-process servers run on the test's loop (trio). tests/test_fastmcp_asyncio.py serves the same
+handlers from real processes on asyncio.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+import pytest
+from fastmcp import FastMCP
+from mcp import Client, MCPError
+from mcp.server.mcpserver import MCPServer
+from mcp.server.request_state import AESGCMRequestStateCodec, RequestStateSecurity
+
+import mrtr_trio.fastmcp
+import mrtr_trio.mcpserver
+from mrtr_trio import Context, Runtime, done, elicit
+from mrtr_trio.mcp._host import bind_bytes
+
+from . import fastmcp_app, flows
+from .hosts import Answers, call_with_mcp_client
+
+KEY = b"\x11" * 32
+CALLBACKS = Answers().mcp_callbacks()
+CALLS: list[tuple[str, str, dict[str, Any]]] = [
+    ("tool", "single_ask", {"who": "Ada"}),
+    ("tool", "batch_of_three", {}),
+    ("tool", "wizard", {"title": "Order"}),
+    ("tool", "decline_or_cancel", {}),
+    ("tool", "with_pause", {"n": 2}),
+    ("tool", "return_confirm", {"action": "ship"}),
+    ("tool", "return_chunked_sum", {"numbers": [1, 2, 3, 4, 5]}),
+    ("tool", "asks_everything", {"topic": "jazz"}),
+    ("tool", "wizard", {"title": 3}),  # invalid arguments: a tool execution error
+    ("prompt", fastmcp_app.CONFORMANCE_PROMPT, {}),
+]
+RESOURCE_CALL = ("resource", "test://shelf", {})
+#: Flows that ask a batch: a legacy session asks its requests concurrently.
+CONCURRENT = {"batch_of_three"}
+
+
+def in_process(host: str) -> Any:
+    """What `mcp.Client` talks to in-process for each host."""
+    if host == "app":
+        return fastmcp_app.app.server
+    if host == "fastmcp":
+        return fastmcp_app.fastmcp_server._mcp_server
+    return fastmcp_app.mcpserver
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+@pytest.mark.parametrize("call", [*CALLS, RESOURCE_CALL], ids=lambda c: f"{c[0]}-{c[1]}")
+async def test_each_flow_is_the_same_on_app_fastmcp_and_mcpserver(
+    call: tuple[str, str, dict[str, Any]], mode: str
+) -> None:
+    kind, name, arguments = call
+    hosts = ["app", "fastmcp"] + (["mcpserver"] if kind != "resource" else [])
+    seen = {}
+    for host in hosts:
+        transcript, version = await call_with_mcp_client(
+            in_process(host), mode, kind, name, arguments
+        )
+        assert version == ("2025-11-25" if mode == "legacy" else mode)
+        seen[host] = transcript
+    app = seen.pop("app")
+    assert app.asked or name == "return_chunked_sum" or "invalid" in json.dumps(app.result)
+    for host, transcript in seen.items():
+        if name in CONCURRENT:  # a legacy batch is asked concurrently: in any order
+            assert sorted(map(json.dumps, transcript.asked)) == sorted(map(json.dumps, app.asked))
+        else:
+            assert transcript.asked == app.asked, host
+        if kind == "tool" and name == "wizard" and arguments["title"] == 3:
+            # Each framework words its own argument errors; what matters is that it is one.
+            assert transcript.result["isError"] is True, (host, transcript.result)
+            continue
+        assert transcript.result == app.result, host
+
+
+# ------------------------------------------------------------------------ the seal around ours
+
+
+def _sealed_server(security: RequestStateSecurity) -> FastMCP[Any]:
+    server: FastMCP[Any] = FastMCP("sealed", request_state_security=security)
+    mrtr_trio.fastmcp.tool(server, "wizard", runtime=Runtime([KEY]))(flows.wizard)
+    return server
+
+
+async def _first_round(
+    target: Any, name: str, arguments: dict[str, Any]
+) -> types.InputRequiredResult:
+    async with Client(target, mode="2026-07-28", **Answers().mcp_callbacks()) as client:
+        result = await client.session.call_tool(name, arguments, allow_input_required=True)
+    assert isinstance(result, types.InputRequiredResult)
+    return result
+
+
+async def test_our_token_travels_inside_fastmcps_seal_and_what_that_costs() -> None:
+    """FastMCP's boundary seals mrtr_trio's token: opened with the boundary's key, its claims
+    carry our token verbatim, which verifies for the same call. The nesting's size cost is
+    printed (docs/fastmcp.md quotes it) and bounded."""
+    seal_key = b"\x22" * 32
+    server = _sealed_server(RequestStateSecurity(keys=[seal_key]))
+    arguments = {"title": "Order"}
+    sealed = await _first_round(server._mcp_server, "wizard", arguments)
+    app = fastmcp_app.app
+    ours = await _first_round(app.server, "wizard", arguments)
+    assert sealed.request_state is not None and ours.request_state is not None
+    assert sealed.request_state.startswith("v1.")  # the SDK boundary's AES-GCM envelope
+    claims = json.loads(AESGCMRequestStateCodec([seal_key]).unseal(sealed.request_state))
+    inner = claims["s"]
+    assert claims["t"] == "wizard" and claims["m"] == "tools/call"
+    bind = bind_bytes("tools/call", "wizard", arguments, "sealed", None)
+    info = Runtime([KEY]).inspect(flows.wizard, arguments, inner, bind=bind)
+    assert info.pending_keys == ("input-0",)
+    # The same round's token minted by App (another audience: another tag, same size).
+    assert abs(len(inner) - len(ours.request_state)) <= 2
+    overhead = len(sealed.request_state) - len(inner)
+    print(
+        f"\nrequestState after one round: App {len(ours.request_state)} chars, "
+        f"mrtr_trio's inside FastMCP's seal {len(inner)}, sealed {len(sealed.request_state)} "
+        f"(+{overhead}, x{len(sealed.request_state) / len(inner):.2f})"
+    )
+    assert 150 <= overhead <= 400, overhead
+
+
+async def test_a_token_verified_by_the_seal_still_needs_our_signature() -> None:
+    """Two servers sharing the boundary's key but not mrtr_trio's: a token the first minted
+    passes the second's seal (same name, same audience) and is refused by our signature."""
+    seal = RequestStateSecurity(keys=[b"\x33" * 32])
+    first = _sealed_server(seal)
+    second: FastMCP[Any] = FastMCP("sealed", request_state_security=seal)
+    mrtr_trio.fastmcp.tool(second, "wizard", runtime=Runtime([b"\x44" * 32]))(flows.wizard)
+    arguments = {"title": "Order"}
+    state = (await _first_round(first._mcp_server, "wizard", arguments)).request_state
+    answer = {"input-0": {"action": "accept", "content": {"name": "Ada"}}}
+    async with Client(second._mcp_server, mode="2026-07-28", **CALLBACKS) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.session.call_tool(
+                "wizard", arguments, input_responses=answer, request_state=state,
+                allow_input_required=True,
+            )  # fmt: skip
+    assert raised.value.error.code == -32602
+    assert raised.value.error.message == "Invalid or expired requestState"
+
+
+# ------------------------------------------------------------------------- errors, as on App
+
+
+@pytest.mark.parametrize("host", ["app", "fastmcp", "mcpserver"])
+async def test_a_malformed_answer_is_a_protocol_error_on_every_host(host: str) -> None:
+    """A malformed answer is a JSON-RPC -32602 (DESIGN §3), never an `isError` result, though
+    FastMCP makes an `isError` result of anything else a tool raises."""
+    target = in_process(host)
+    first = await _first_round(target, "single_ask", {"who": "Ada"})
+    async with Client(target, mode="2026-07-28", **CALLBACKS) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.session.call_tool(
+                "single_ask", {"who": "Ada"}, request_state=first.request_state,
+                input_responses={"input-0": {"action": "accept"}},  # a form accept without content
+                allow_input_required=True,
+            )  # fmt: skip
+    assert raised.value.error.code == -32602, raised.value.error
+    assert "content" in raised.value.error.message, raised.value.error.message
+
+
+async def test_a_failing_handler_is_a_tool_error_and_a_failing_prompt_a_jsonrpc_error() -> None:
+    server: FastMCP[Any] = FastMCP("failing")
+    runtime = Runtime([KEY])
+
+    async def broken(ctx: Context, n: int):
+        answer = yield elicit("Go?", flows.CONFIRM)
+        yield done(1 // (n - n) if answer.accepted else 0)
+
+    mrtr_trio.fastmcp.tool(server, runtime=runtime)(broken)
+    mrtr_trio.fastmcp.prompt(server, runtime=runtime)(broken)
+    answers = {"input-0": {"action": "accept", "content": {"confirm": True}}}
+    async with Client(server._mcp_server, mode="2026-07-28", **CALLBACKS) as client:
+        result = await client.session.call_tool(
+            "broken", {"n": 1}, input_responses=answers, allow_input_required=True
+        )
+        assert isinstance(result, types.CallToolResult) and result.is_error
+        assert "by zero" in result.content[0].text  # type: ignore[union-attr]
+        with pytest.raises(MCPError) as raised:
+            await client.session.get_prompt(
+                "broken", {"n": "1"}, input_responses=answers, allow_input_required=True
+            )
+    assert raised.value.error.code == -32603
+
+
+# ---------------------------------------------------------------------------- registration
+
+
+def test_registration_is_checked() -> None:
+    server: FastMCP[Any] = FastMCP("checks")
+    with pytest.raises(TypeError, match="with parentheses"):
+        mrtr_trio.fastmcp.tool(server, flows.single_ask)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="FastMCP server first"):
+        mrtr_trio.fastmcp.tool(MCPServer("other"))
+    with pytest.raises(TypeError, match="MCPServer first"):
+        mrtr_trio.mcpserver.tool(server)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="plain URI"):
+        mrtr_trio.fastmcp.resource(server, "test://items/{id}")
+    with pytest.raises(TypeError, match="async def"):
+        mrtr_trio.fastmcp.tool(server)(lambda: None)
+
+
+def test_one_runtime_per_server_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MRTR_TRIO_KEYS", (b"\x55" * 32).hex())
+    server: FastMCP[Any] = FastMCP("shared")
+    mrtr_trio.fastmcp.tool(server, "a")(flows.single_ask)
+    mrtr_trio.fastmcp.tool(server, "b")(flows.wizard)
+    runtime = mrtr_trio.fastmcp.runtime_of(server)
+    assert runtime.keys == (b"\x55" * 32,)
+    assert runtime is mrtr_trio.fastmcp.runtime_of(server)
+    assert runtime is not mrtr_trio.fastmcp.runtime_of(FastMCP("other"))
