@@ -12,10 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import httpx2
 import mcp_types as types
 import pytest
+import trio
 from fastmcp import FastMCP
+from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import AESGCMRequestStateCodec, RequestStateSecurity
 
@@ -23,6 +27,7 @@ import mrtr_trio.fastmcp
 import mrtr_trio.mcpserver
 from mrtr_trio import Context, Runtime, done, elicit
 from mrtr_trio.mcp._host import bind_bytes
+from mrtr_trio.mcp._transports import serve_http
 
 from . import fastmcp_app, flows
 from .hosts import Answers, call_with_mcp_client
@@ -220,3 +225,51 @@ def test_one_runtime_per_server_by_default(monkeypatch: pytest.MonkeyPatch) -> N
     assert runtime.keys == (b"\x55" * 32,)
     assert runtime is mrtr_trio.fastmcp.runtime_of(server)
     assert runtime is not mrtr_trio.fastmcp.runtime_of(FastMCP("other"))
+
+
+# ------------------------------------------------------------------------------ the principal
+
+
+async def test_a_token_is_bound_to_fastmcps_authenticated_principal(
+    nursery: trio.Nursery,
+) -> None:
+    """Over FastMCP's own HTTP app with its token verifier, a token minted for one user does not
+    verify for another. The boundary's principal binding is switched off here, so that the
+    refusal can only be mrtr_trio's (its `bind`)."""
+    verifier = StaticTokenVerifier(
+        {
+            "token-a": {"client_id": "client", "sub": "alice", "scopes": []},
+            "token-b": {"client_id": "client", "sub": "bob", "scopes": []},
+        }
+    )
+    security = RequestStateSecurity(keys=[b"\x66" * 32], bind_principal=None)
+    server: FastMCP[Any] = FastMCP("guarded", auth=verifier, request_state_security=security)
+    mrtr_trio.fastmcp.tool(server, "single_ask", runtime=Runtime([KEY]))(flows.single_ask)
+    url = await nursery.start(serve_http, server.http_app(path="/mcp"), "127.0.0.1", 0, "/mcp")
+
+    async def call(token: str, **retry: Any) -> Any:
+        headers = {"Authorization": f"Bearer {token}"}
+        with trio.fail_after(30):
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=10) as http,
+                Client(
+                    streamable_http_client(url, http_client=http), mode="2026-07-28", **CALLBACKS
+                ) as client,
+            ):
+                try:
+                    return await client.session.call_tool(
+                        "single_ask", {"who": "Ada"}, allow_input_required=True, **retry
+                    )
+                except MCPError as error:  # inside: the client's task group would wrap it
+                    return error
+
+    first = await call("token-a")
+    assert isinstance(first, types.InputRequiredResult)
+    answer = {"input-0": {"action": "accept", "content": {"name": "Alice"}}}
+    retry = {"request_state": first.request_state, "input_responses": answer}
+    done_for_alice = await call("token-a", **retry)
+    assert done_for_alice.content[0].text == "Hello, Alice!"
+    refused = await call("token-b", **retry)
+    assert isinstance(refused, MCPError), refused
+    assert refused.error.code == -32602
+    assert refused.error.message == "Invalid or expired requestState"
