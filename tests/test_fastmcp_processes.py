@@ -20,7 +20,7 @@ from fastmcp.client.transports import StdioTransport
 from mcp import StdioServerParameters
 
 from . import fastmcp_app
-from .hosts import ROOT, MODES, Transcript, call_with_fastmcp_client, call_with_mcp_client, served
+from .hosts import MODES, ROOT, Transcript, call_with_fastmcp_client, call_with_mcp_client, served
 from .node import CONFORMANCE, installed_node_modules, node_paths
 
 #: Calls that cover every kind of ask, batches, several rounds, state-only rounds, return style.
