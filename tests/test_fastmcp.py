@@ -273,3 +273,28 @@ async def test_a_token_is_bound_to_fastmcps_authenticated_principal(
     assert isinstance(refused, MCPError), refused
     assert refused.error.code == -32602
     assert refused.error.message == "Invalid or expired requestState"
+
+
+# ------------------------------------------------------------------- progress and logs, live
+
+
+@pytest.mark.parametrize("host", ["app", "fastmcp", "mcpserver"])
+async def test_a_live_flow_reports_progress_and_logs_on_every_host(host: str) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[Any] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, total, message))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append(params.data)
+
+    async with Client(
+        in_process(host), mode="legacy", logging_callback=on_log, **CALLBACKS
+    ) as client:
+        result = await client.call_tool(
+            "asks_everything", {"topic": "jazz"}, progress_callback=on_progress
+        )
+    assert result.content[0].text == "Alice|Paris|file:///work"  # type: ignore[union-attr]
+    assert progress == [(1, 3, "asking for a name"), (2, 3, "listing roots")]
+    assert logs == ["got a name for jazz"]
