@@ -28,6 +28,7 @@ import mrtr_trio.mcpserver
 from mrtr_trio import Context, Runtime, done, elicit
 from mrtr_trio.mcp._host import bind_bytes
 from mrtr_trio.mcp._transports import serve_http
+from mrtr_trio.testing import assert_eras_agree
 
 from . import fastmcp_app, flows
 from .hosts import Answers, call_with_mcp_client
@@ -60,32 +61,50 @@ def in_process(host: str) -> Any:
     return fastmcp_app.mcpserver
 
 
-@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 @pytest.mark.parametrize("call", [*CALLS, RESOURCE_CALL], ids=lambda c: f"{c[0]}-{c[1]}")
-async def test_each_flow_is_the_same_on_app_fastmcp_and_mcpserver(
-    call: tuple[str, str, dict[str, Any]], mode: str
+async def test_each_flow_is_the_same_on_every_host_in_both_eras(
+    call: tuple[str, str, dict[str, Any]],
 ) -> None:
+    """The testing kit's era-equivalence, across hosts: one call asks the client the same
+    requests and ends with the same result whether App (the reference, on a legacy session),
+    FastMCP or MCPServer serves it, on a legacy session or on 2026-07-28."""
     kind, name, arguments = call
     hosts = ["app", "fastmcp"] + (["mcpserver"] if kind != "resource" else [])
     seen = {}
     for host in hosts:
-        transcript, version = await call_with_mcp_client(
-            in_process(host), mode, kind, name, arguments
-        )
-        assert version == ("2025-11-25" if mode == "legacy" else mode)
-        seen[host] = transcript
-    app = seen.pop("app")
-    assert app.asked or name == "return_chunked_sum" or "invalid" in json.dumps(app.result)
-    for host, transcript in seen.items():
+        for mode in ("legacy", "2026-07-28"):
+            transcript, version = await call_with_mcp_client(
+                in_process(host), mode, kind, name, arguments
+            )
+            assert version == ("2025-11-25" if mode == "legacy" else mode)
+            seen[host, mode] = transcript
+    reference = seen.pop(("app", "legacy"))
+    assert (
+        reference.asked or name == "return_chunked_sum" or "invalid" in json.dumps(reference.result)
+    )
+    for where, transcript in seen.items():
         if name in CONCURRENT:  # a legacy batch is asked concurrently: in any order
-            assert sorted(map(json.dumps, transcript.asked)) == sorted(map(json.dumps, app.asked))
+            assert sorted(map(canonical, transcript.asked)) == sorted(
+                map(canonical, reference.asked)
+            ), where
         else:
-            assert transcript.asked == app.asked, host
+            assert transcript.asked == reference.asked, where
         if kind == "tool" and name == "wizard" and arguments["title"] == 3:
             # Each framework words its own argument errors; what matters is that it is one.
-            assert transcript.result["isError"] is True, (host, transcript.result)
+            assert transcript.result["isError"] is True, (where, transcript.result)
             continue
-        assert transcript.result == app.result, host
+        assert transcript.result == reference.result, where
+
+
+@pytest.mark.parametrize("name", [name for name, _ in fastmcp_app.FLOWS])
+async def test_each_served_flow_passes_the_kits_era_check(name: str) -> None:
+    handler = dict(fastmcp_app.FLOWS)[name]
+    [arguments, *_] = [c[2] for c in CALLS if c[1] == name]
+    await assert_eras_agree(handler, arguments, flows.happy_answer, runtime=Runtime([KEY]))
 
 
 # ------------------------------------------------------------------------ the seal around ours
