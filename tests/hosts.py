@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import os
 import socket
 import subprocess
@@ -125,13 +126,15 @@ def call_with_fastmcp_client(
     target: Any, mode: str, name: str, arguments: dict[str, Any], timeout: float = 30.0
 ) -> tuple[Transcript, str]:
     """One tool call through FastMCP's Client, which runs on asyncio only: in a fresh event
-    loop (call it in a worker thread from trio), bounded by *timeout* seconds."""
+    loop (call it in a worker thread from trio), bounded by *timeout* seconds. *target* may be
+    a function that makes it (a transport, made on the client's loop)."""
     from fastmcp import Client as FastMCPClient
 
     answers = Answers()
 
     async def run() -> tuple[Transcript, str]:
-        async with FastMCPClient(target, mode=mode, **answers.fastmcp_handlers()) as client:
+        where = target() if callable(target) else target
+        async with FastMCPClient(where, mode=mode, **answers.fastmcp_handlers()) as client:
             try:
                 raw = await client.call_tool_mcp(name, arguments)
                 result: Any = _plain(raw)
@@ -143,7 +146,9 @@ def call_with_fastmcp_client(
     async def bounded() -> tuple[Transcript, str]:
         return await asyncio.wait_for(run(), timeout)
 
-    return asyncio.run(bounded())
+    # In a context of its own: trio's worker threads run in a copy of the caller's, whose
+    # sniffio marker says "trio".
+    return contextvars.Context().run(asyncio.run, bounded())
 
 
 def free_port() -> int:

@@ -105,9 +105,11 @@ async def test_fastmcp_stdio_with_both_clients(mode: str) -> None:
     assert version == expected_version(mode)
     same(got, expected, name)
     # A fresh process per client (FastMCP keeps a stdio server alive, and its era, otherwise).
-    transport = StdioTransport(
-        sys.executable, ["-m", "tests.fastmcp_app", "stdio"], cwd=str(ROOT), keep_alive=False
-    )
+    def transport() -> StdioTransport:  # made on the client's loop (it holds loop objects)
+        return StdioTransport(
+            sys.executable, ["-m", "tests.fastmcp_app", "stdio"], cwd=str(ROOT), keep_alive=False
+        )
+
     got, version = await trio.to_thread.run_sync(
         call_with_fastmcp_client, transport, mode, name, arguments
     )
