@@ -317,3 +317,23 @@ async def test_a_live_flow_reports_progress_and_logs_on_every_host(host: str) ->
     assert result.content[0].text == "Alice|Paris|file:///work"  # type: ignore[union-attr]
     assert progress == [(1, 3, "asking for a name"), (2, 3, "listing roots")]
     assert logs == ["got a name for jazz"]
+
+
+async def test_a_masking_fastmcp_server_masks_its_mrtr_trio_tools_too() -> None:
+    """`FastMCP(mask_error_details=True)` hides its own tools' exceptions: an mrtr_trio tool on
+    it answers with an error id, not the exception's text (unless told otherwise)."""
+    server: FastMCP[Any] = FastMCP("masked", mask_error_details=True)
+
+    async def leaky(ctx: Context):
+        raise RuntimeError("db password is hunter2")
+        yield  # a generator
+
+    mrtr_trio.fastmcp.tool(server, runtime=Runtime([KEY]))(leaky)
+    mrtr_trio.fastmcp.tool(server, "frank", runtime=Runtime([KEY]), mask_errors=False)(leaky)
+    async with Client(server._mcp_server, mode="2026-07-28") as client:
+        masked = await client.call_tool("leaky", {})
+        frank = await client.call_tool("frank", {})
+    assert masked.is_error and frank.is_error
+    assert "hunter2" not in masked.content[0].text  # type: ignore[union-attr]
+    assert "error id" in masked.content[0].text  # type: ignore[union-attr]
+    assert "hunter2" in frank.content[0].text  # type: ignore[union-attr]

@@ -104,6 +104,7 @@ async def test_fastmcp_stdio_with_both_clients(mode: str) -> None:
         got, version = await call_with_mcp_client(STDIO, mode, "tool", name, arguments)
     assert version == expected_version(mode)
     same(got, expected, name)
+
     # A fresh process per client (FastMCP keeps a stdio server alive, and its era, otherwise).
     def transport() -> StdioTransport:  # made on the client's loop (it holds loop objects)
         return StdioTransport(

@@ -19,6 +19,8 @@ keys compose. What this module relies on in FastMCP 4.2 (pinned by tests/test_fa
 - a `Tool` subclass's `run(arguments)` gets the client's arguments as sent, and an
   `InputRequiredToolResult` (likewise for prompts and resources) reaches the wire as the
   `InputRequiredResult` it wraps;
+- `FastMCP._mask_error_details` is the server's `mask_error_details` (what *mask_errors*
+  defaults to);
 - FastMCP middleware sees a tool's `ToolResult` as the tool returned it, and an `MCPError`
   raised by middleware, a prompt or a resource reaches the wire as it is (a tool's own
   exceptions become `isError` results: see `_ProtocolFailure`).
@@ -76,7 +78,7 @@ def tool(
     runtime: Runtime | None = None,
     input_schema: Mapping[str, Any] | None = None,
     strict: bool = True,
-    mask_errors: bool = False,
+    mask_errors: bool | None = None,
     **options: Any,
 ) -> Callable[[F], F]:
     """Register a handler of either style as a tool of the FastMCP *server*; the decorator
@@ -86,8 +88,9 @@ def tool(
     *description* defaults to the docstring, as on [App.tool][mrtr_trio.mcp.App.tool].
     *runtime* defaults to [runtime_of(server)][mrtr_trio.fastmcp.runtime_of]. *input_schema*,
     *strict* and *mask_errors* mean what `App`'s `input_schema`, `strict_arguments` and
-    `mask_errors` mean. Other keyword *options* are FastMCP's own (`tags`, `title`,
-    `annotations`, `meta`, `icons`...), given to its `Tool`.
+    `mask_errors` mean; *mask_errors* defaults to the server's own `mask_error_details`. Other
+    keyword *options* are FastMCP's own (`tags`, `title`, `annotations`, `meta`, `icons`...),
+    given to its `Tool`.
     """
     _check_server(server, "tool", name)
 
@@ -99,7 +102,7 @@ def tool(
             description=description,
             input_schema=input_schema,
             strict=strict,
-            mask_errors=mask_errors,
+            mask_errors=_masks(server, mask_errors),
         )
         component = _HostedTool(
             name=entry.name,
@@ -121,7 +124,7 @@ def prompt(
     description: str | None = None,
     *,
     runtime: Runtime | None = None,
-    mask_errors: bool = False,
+    mask_errors: bool | None = None,
     **options: Any,
 ) -> Callable[[F], F]:
     """Register a handler of either style as a prompt of the FastMCP *server*: it returns a
@@ -131,7 +134,11 @@ def prompt(
 
     def register(fn: F) -> F:
         entry = make_entry(
-            "prompt", fn, name=name, description=description, mask_errors=mask_errors
+            "prompt",
+            fn,
+            name=name,
+            description=description,
+            mask_errors=_masks(server, mask_errors),
         )
         component = _HostedPrompt(
             name=entry.name,
@@ -156,7 +163,7 @@ def resource(
     description: str | None = None,
     mime_type: str | None = None,
     runtime: Runtime | None = None,
-    mask_errors: bool = False,
+    mask_errors: bool | None = None,
     **options: Any,
 ) -> Callable[[F], F]:
     """Register a handler of either style as the resource at *uri* (a plain URI: the handler
@@ -180,7 +187,7 @@ def resource(
             description=description,
             uri=uri,
             mime_type=mime_type,
-            mask_errors=mask_errors,
+            mask_errors=_masks(server, mask_errors),
         )
         fields: dict[str, Any] = {"mime_type": mime_type} if mime_type else {}
         component = _HostedResource(
@@ -191,6 +198,14 @@ def resource(
         return fn
 
     return register
+
+
+def _masks(server: FastMCP[Any], mask_errors: bool | None) -> bool:
+    """Whether a handler's failures reach the client as an error id only: as asked, else as
+    the server masks its own tools' (`FastMCP(mask_error_details=...)`)."""
+    if mask_errors is not None:
+        return bool(mask_errors)
+    return bool(getattr(server, "_mask_error_details", False))
 
 
 def _check_server(server: Any, kind: Kind, name: Any) -> None:
