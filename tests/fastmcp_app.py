@@ -10,7 +10,6 @@ Run as a server on asyncio, FastMCP's own transports:
     python -m tests.fastmcp_app http PORT     # Streamable HTTP at http://127.0.0.1:PORT/mcp
     python -m tests.fastmcp_app stdio
     python -m tests.fastmcp_app mcpserver-http PORT   # the MCPServer twin, on its own transport
-    python -m tests.fastmcp_app http-trio PORT        # FastMCP's HTTP app on hypercorn-trio
 
 Keys: `MRTR_TEST_KEY` (hex), else a fixed test key, so that every host signs alike.
 """
@@ -145,15 +144,6 @@ def main(argv: list[str]) -> None:
             transport="http", host="127.0.0.1", port=int(argv[1]), show_banner=False,
             log_level="warning",
         )  # fmt: skip
-    elif transport == "http-trio":  # the same FastMCP app, on trio (hypercorn's trio worker)
-        import functools
-
-        import trio
-
-        from mrtr_trio.mcp._transports import serve_http
-
-        asgi = fastmcp_server.http_app(path="/mcp")
-        trio.run(functools.partial(serve_http, asgi, "127.0.0.1", int(argv[1]), "/mcp"))
     elif transport == "mcpserver-http":
         mcpserver.run(transport="streamable-http", host="127.0.0.1", port=int(argv[1]))
     else:

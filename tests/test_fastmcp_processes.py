@@ -31,12 +31,6 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("return_chunked_sum", {"numbers": [1, 2, 3, 4, 5]}),
 ]
 LEGACY = "2025-11-25"
-# Until the runtime runs on asyncio (the "asyncio:" commit on main): MRTR_TEST_TRANSPORT=http-trio
-# serves the HTTP module's FastMCP app on trio instead, which the official client, FastMCP's
-# client and the conformance suite already pass against.
-pytestmark = pytest.mark.skipif(
-    "MRTR_TEST_TRANSPORT" not in os.environ, reason="needs the runtime on asyncio (branch loop)"
-)
 
 
 async def app_transcript(mode: str, name: str, arguments: dict[str, Any]) -> Transcript:
@@ -67,7 +61,7 @@ def expected_version(mode: str) -> str:
 
 @pytest.fixture(scope="module")
 def fastmcp_http() -> Any:
-    with served(os.environ.get("MRTR_TEST_TRANSPORT", "http")) as url:
+    with served("http") as url:
         yield url
 
 
