@@ -4,6 +4,9 @@ by the official `mcp.Client` (on the test's trio loop) and by FastMCP's `Client`
 worker thread) in legacy, 2026-07-28 and auto modes. Every call's transcript (what the client
 was asked, and the result) must be the one App gives for the same call on trio, and the
 conformance suite's input-required scenarios must pass against the FastMCP process.
+
+Each test talks to a real process several times: a 240 s limit (the watchdog fails a trio test
+at half of it) leaves room for a loaded machine.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("return_chunked_sum", {"numbers": [1, 2, 3, 4, 5]}),
 ]
 LEGACY = "2025-11-25"
+pytestmark = pytest.mark.timeout(240)
 
 
 async def app_transcript(mode: str, name: str, arguments: dict[str, Any]) -> Transcript:
@@ -142,6 +146,7 @@ SCENARIOS = [
 ]
 
 
+@pytest.mark.timeout(480)  # 14 runs of the suite: the watchdog fails it after 240 s
 async def test_the_conformance_suites_input_required_scenarios_pass_against_fastmcp(
     fastmcp_http: str, tmp_path: Path
 ) -> None:
