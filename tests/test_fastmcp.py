@@ -21,6 +21,7 @@ from fastmcp import FastMCP
 from fastmcp.server.auth.providers.jwt import StaticTokenVerifier
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import AESGCMRequestStateCodec, RequestStateSecurity
 
@@ -32,7 +33,7 @@ from mrtr_trio.mcp._transports import serve_http
 from mrtr_trio.testing import assert_eras_agree
 
 from . import fastmcp_app, flows
-from .hosts import Answers, call_with_mcp_client
+from .hosts import Answers, call_with_mcp_client, free_port
 
 KEY = b"\x11" * 32
 CALLBACKS = Answers().mcp_callbacks()
@@ -279,6 +280,11 @@ async def test_a_token_is_bound_to_fastmcps_authenticated_principal(
     server: FastMCP[Any] = FastMCP("guarded", auth=verifier, request_state_security=security)
     mrtr_trio.fastmcp.tool(server, "single_ask", runtime=Runtime([KEY]))(flows.single_ask)
     url = await nursery.start(serve_http, server.http_app(path="/mcp"), "127.0.0.1", 0, "/mcp")
+    await _refused_for_another_principal(url)
+
+
+async def _refused_for_another_principal(url: str) -> None:
+    """Alice's token continues Alice's flow; presented by Bob, it is refused."""
 
     async def call(token: str, **retry: Any) -> Any:
         headers = {"Authorization": f"Bearer {token}"}
@@ -354,3 +360,30 @@ async def test_a_masking_fastmcp_server_masks_its_mrtr_trio_tools_too(anyio_back
     assert "hunter2" not in masked.content[0].text  # type: ignore[union-attr]
     assert "error id" in masked.content[0].text  # type: ignore[union-attr]
     assert "hunter2" in frank.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_token_is_bound_to_mcpservers_authenticated_principal(
+    nursery: trio.Nursery,
+) -> None:
+    """The same over MCPServer's own HTTP app with its token verifier (the SDK's auth)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    verifier = StaticTokenVerifier(
+        {
+            "token-a": {"client_id": "client", "sub": "alice", "scopes": []},
+            "token-b": {"client_id": "client", "sub": "bob", "scopes": []},
+        }
+    )
+    server = MCPServer(
+        "guarded",
+        token_verifier=verifier,
+        auth=AuthSettings(
+            issuer_url="https://issuer.invalid",
+            resource_server_url=url,
+            validate_token_resource=False,  # the static verifier knows no audience
+        ),
+        request_state_security=RequestStateSecurity(keys=[b"\x66" * 32], bind_principal=None),
+    )
+    mrtr_trio.mcpserver.tool(server, "single_ask", runtime=Runtime([KEY]))(flows.single_ask)
+    await nursery.start(serve_http, server.streamable_http_app(), "127.0.0.1", port, "/mcp")
+    await _refused_for_another_principal(url)
