@@ -1,18 +1,19 @@
 """The StepStore contract, for MemoryStepStore (on a fake clock) and RedisStepStore (on a real
 redis-server, whose clock runs the leases): claims are leases with owners; only the owner
 records, renews or releases; a lapsed lease says the outcome is unknown, and is taken over only
-when asked."""
+when asked. Every test runs on trio and on asyncio."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterator
 
+import anyio
 import pytest
-import trio
 
 from mrtr_trio import Claim, MemoryStepStore, StepStore
 from mrtr_trio.redis import RedisStepStore
 
+from .loops import BOTH_LOOPS
 from .services import RedisServer
 
 LEASE = 0.3  # seconds: short, so that the Redis leases lapse within a test
@@ -45,12 +46,13 @@ def store_and_time(request: pytest.FixtureRequest) -> Iterator[tuple[StepStore, 
     store = RedisStepStore(server.unix_url)
 
     async def sleep(seconds: float) -> None:
-        await trio.sleep(seconds)
+        await anyio.sleep(seconds)
 
     yield store, sleep
     store.close()
 
 
+@BOTH_LOOPS
 async def test_a_claim_is_won_once_then_busy_then_done(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -65,6 +67,7 @@ async def test_a_claim_is_won_once_then_busy_then_done(
     assert await store.read("k") == Claim("done", b"\x00result\xff")
 
 
+@BOTH_LOOPS
 async def test_only_the_owner_records_renews_or_releases(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -80,6 +83,7 @@ async def test_only_the_owner_records_renews_or_releases(
     assert await store.read("k") == Claim("done", b"mine")
 
 
+@BOTH_LOOPS
 async def test_release_drops_the_owners_claim(store_and_time: tuple[StepStore, Pass]) -> None:
     store, _ = store_and_time
     await store.claim("k", "a", lease=LONG, ttl=LONG)
@@ -89,6 +93,7 @@ async def test_release_drops_the_owners_claim(store_and_time: tuple[StepStore, P
     assert not await store.release("nothing", "a")
 
 
+@BOTH_LOOPS
 async def test_a_lapsed_lease_is_unknown_after_the_lease_not_the_ttl(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -101,6 +106,7 @@ async def test_a_lapsed_lease_is_unknown_after_the_lease_not_the_ttl(
     assert await store.read("k") == Claim("unknown")  # asking does not take it over
 
 
+@BOTH_LOOPS
 async def test_a_lapsed_claim_is_taken_over_only_when_asked(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -117,6 +123,7 @@ async def test_a_lapsed_claim_is_taken_over_only_when_asked(
     assert await store.read("k") == Claim("done", b"b's")
 
 
+@BOTH_LOOPS
 async def test_renewing_keeps_a_claim_busy_past_its_first_lease(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -129,6 +136,7 @@ async def test_renewing_keeps_a_claim_busy_past_its_first_lease(
     assert await store.claim("k", "b", lease=LEASE, ttl=LONG, take=True) == Claim("busy")
 
 
+@BOTH_LOOPS
 async def test_giving_a_lease_up_makes_the_outcome_unknown_at_once(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -141,6 +149,7 @@ async def test_giving_a_lease_up_makes_the_outcome_unknown_at_once(
     assert await store.read("k") == Claim("done", b"v")
 
 
+@BOTH_LOOPS
 async def test_keys_expire_with_their_ttl(store_and_time: tuple[StepStore, Pass]) -> None:
     store, let_pass = store_and_time
     await store.claim("claimed", "a", lease=LEASE, ttl=LEASE)
@@ -153,6 +162,7 @@ async def test_keys_expire_with_their_ttl(store_and_time: tuple[StepStore, Pass]
     assert await store.read("recorded") is None
 
 
+@BOTH_LOOPS
 async def test_a_renewal_keeps_the_key_alive_past_its_ttl(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -166,6 +176,7 @@ async def test_a_renewal_keeps_the_key_alive_past_its_ttl(
     assert await store.record("k", "a", b"v", LONG)
 
 
+@BOTH_LOOPS
 async def test_a_step_that_outlasted_its_claim_still_records(
     store_and_time: tuple[StepStore, Pass],
 ) -> None:
@@ -179,6 +190,7 @@ async def test_a_step_that_outlasted_its_claim_still_records(
     assert await store.read("k") == Claim("done", b"v")
 
 
+@BOTH_LOOPS
 async def test_concurrent_claims_have_one_winner(store_and_time: tuple[StepStore, Pass]) -> None:
     store, _ = store_and_time
     claims: list[Claim] = []
@@ -186,12 +198,13 @@ async def test_concurrent_claims_have_one_winner(store_and_time: tuple[StepStore
     async def claim(owner: str) -> None:
         claims.append(await store.claim("contended", owner, lease=LONG, ttl=LONG))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as tasks:
         for n in range(20):
-            nursery.start_soon(claim, f"o{n}")
+            tasks.start_soon(claim, f"o{n}")
     assert sorted(c.status for c in claims) == ["busy"] * 19 + ["won"]
 
 
+@BOTH_LOOPS
 async def test_an_empty_result_is_a_result(store_and_time: tuple[StepStore, Pass]) -> None:
     store, _ = store_and_time
     await store.claim("k", "a", lease=LONG, ttl=LONG)
@@ -199,6 +212,7 @@ async def test_an_empty_result_is_a_result(store_and_time: tuple[StepStore, Pass
     assert await store.read("k") == Claim("done", b"")
 
 
+@BOTH_LOOPS
 async def test_a_redis_claim_that_arrives_after_its_caller_gave_up_is_not_applied(
     redis_db: RedisServer,
 ) -> None:

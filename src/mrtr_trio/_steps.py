@@ -24,10 +24,16 @@ store makes tokens single-use when asked (`single_use=True`).
 
 On a live session the generator stays alive, so a step runs once by construction; its key is
 unique per flow and position, and the store is not consulted.
+
+Steps run on whichever event loop calls them, trio or asyncio (through anyio's cancel scopes,
+clock and sleeps). The one part that differs is the task that renews the leases (see
+`_Renewals`): a trio system task per trio run, or an asyncio task of the running loop that
+lives while this process holds claims.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
 import inspect
@@ -39,6 +45,7 @@ from collections.abc import Awaitable, Callable
 from types import CoroutineType
 from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 
+import anyio
 import attrs
 import cbor2
 import trio
@@ -347,14 +354,14 @@ async def call_step(
     except Exception:
         # The step raised: it says its effect did not happen, so a retry may run it.
         renewals.drop(store_key, owner)
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             await _quietly(store.release(store_key, owner))
         raise
     except BaseException:
         # Cancelled mid-step: the effect may have happened. Give the claim up as unknown now,
         # rather than have retries wait for the lease to lapse.
         renewals.drop(store_key, owner)
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             await _quietly(store.renew(store_key, owner, 0.0))
         raise
     renewals.drop(store_key, owner)
@@ -373,7 +380,7 @@ async def call_step(
         )
     except StepStoreUnavailable:
         # Give the claim up as unknown now if the store hears it (else the lease lapses).
-        with trio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
             await _quietly(store.renew(store_key, owner, 0.0))
         raise
     if not recorded:
@@ -386,12 +393,19 @@ async def call_step(
 
 
 class _Renewals:
-    """Renews the leases of the steps this process runs against one store: a task of its own
-    per trio run (a system task, started with the first step, so that no step pays for a task
-    and a step's exceptions reach the handler unwrapped by a nursery), which every third of
-    the lease renews each claim held. A store error or a stall is retried at the next turn; a
-    lease lapses if none gets through. A claim taken over by another attempt is dropped. It
-    holds its store weakly, so that a store no one uses any more can go."""
+    """Renews the leases of the steps this process runs against one store, every third of the
+    lease, from a task of its own per event loop run, so that no step pays for a task and a
+    step's exceptions reach the handler unwrapped by a task group:
+
+    - on trio, a system task started with the run's first step, which lives as long as the run
+      (trio cancels it when the run ends);
+    - on asyncio, a task of the running loop started when the first claim is held and
+      cancelled when the last is dropped, so that none is left behind when the loop closes
+      (asyncio keeps only weak references to tasks: this holds it).
+
+    A store error or a stall is retried at the next turn; a lease lapses if none gets through.
+    A claim taken over by another attempt is dropped. It holds its store weakly, so that a
+    store no one uses any more can go."""
 
     def __init__(self, store: StepStore, lease: float) -> None:
         try:
@@ -400,29 +414,45 @@ class _Renewals:
             self._store = lambda: store
         self.lease = lease
         self._held: dict[str, str] = {}  # store key -> owner
-        self._run_token: object = None  # the trio run whose task renews them
+        self._run_token: object = None  # the trio run or asyncio loop whose task renews them
+        self._task: asyncio.Task[None] | None = None  # that task, on asyncio, while it runs
 
     def hold(self, key: str, owner: str) -> None:
         """Renew *owner*'s claim on *key* until `drop`."""
-        run = trio.lowlevel.current_root_task()
+        try:
+            run: object = trio.lowlevel.current_root_task()
+        except RuntimeError:
+            self._hold_on_asyncio(key, owner)
+            return
         if run is not self._run_token:
-            self._run_token, self._held = run, {}
+            self._run_token, self._held, self._task = run, {}, None
             trio.lowlevel.spawn_system_task(self._renew, run, name="mrtr_trio step leases")
         self._held[key] = owner
+
+    def _hold_on_asyncio(self, key: str, owner: str) -> None:
+        loop = asyncio.get_running_loop()
+        if loop is not self._run_token:
+            self._run_token, self._held, self._task = loop, {}, None
+        self._held[key] = owner
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._renew(loop), name="mrtr_trio step leases")
 
     def drop(self, key: str, owner: str) -> None:
         """Stop renewing *owner*'s claim on *key*."""
         if self._held.get(key) == owner:
             del self._held[key]
+            if self._task is not None and not self._held:
+                self._task.cancel()
+                self._task = None
 
     async def _renew(self, run: object) -> None:
         turn = self.lease / 3
         while self._run_token is run:
-            await trio.sleep(turn)
+            await anyio.sleep(turn)
             store = self._store()
             if store is None:
                 return
-            with trio.move_on_after(turn):
+            with anyio.move_on_after(turn):
                 for key, owner in list(self._held.items()):
                     try:
                         renewed = await store.renew(key, owner, self.lease)
@@ -431,7 +461,7 @@ class _Renewals:
                         continue
                     if not renewed and self._held.get(key) == owner:
                         log.warning("step claim %s was taken over mid-step", key)
-                        del self._held[key]
+                        self.drop(key, owner)
             del store
 
 
@@ -452,7 +482,7 @@ def _renewals(store: StepStore, lease: float) -> _Renewals:
 
 async def _quietly(call: Awaitable[Any]) -> None:
     """A store call whose failure changes nothing (a lease lapses by itself)."""
-    with trio.move_on_after(STORE_TIMEOUT), contextlib.suppress(Exception):
+    with anyio.move_on_after(STORE_TIMEOUT), contextlib.suppress(Exception):
         await call
 
 
@@ -491,10 +521,10 @@ async def _wait_for(
     policy: StepPolicy,
     retry: bool,
 ) -> Claim:
-    deadline = trio.current_time() + STEP_WAIT
+    deadline = anyio.current_time() + STEP_WAIT
     delay = 0.01
-    while trio.current_time() < deadline:
-        await trio.sleep(delay)
+    while anyio.current_time() < deadline:
+        await anyio.sleep(delay)
         delay = min(delay * 2, 0.25)
         found = await ask_store(store.read(key), *_unrecorded(name))
         if found is None or (found.status == "unknown" and retry):
@@ -522,7 +552,7 @@ async def ask_store(call: Awaitable[_T], failed: str, why: str = "") -> _T:
         return await _bounded(call)
     except StepStoreUnavailable:
         raise
-    except trio.TooSlowError:
+    except _TooSlow:
         raise StepStoreUnavailable(
             f"{failed}: the step store did not answer within {STORE_TIMEOUT:g} s{why}"
         ) from None
@@ -546,24 +576,43 @@ async def probe_store(store: StepStore) -> None:
         raise StepStoreUnavailable(f"{what}: a probe key read back as {found!r}")
 
 
+class _TooSlow(Exception):
+    """A store call did not answer within `STORE_TIMEOUT` (raised by `_bounded`, whichever the
+    event loop; a store's own `TimeoutError` stays an error of the store)."""
+
+
 async def _bounded(call: Awaitable[_T]) -> _T:
-    """*call* awaited for at most `STORE_TIMEOUT` seconds (else `trio.TooSlowError`).
+    """*call* awaited for at most `STORE_TIMEOUT` seconds (else `_TooSlow`).
 
-    A deadline matters only to a call that waits (trio cancels at a checkpoint), and a cancel
-    scope costs more than an in-memory store's whole call: so a coroutine is started by hand,
-    and only one that yields to trio goes on under the deadline (as the drive's timed turns do,
-    through the same [_YieldFrom][mrtr_trio._drive._YieldFrom])."""
-    from ._drive import _YieldFrom  # (the drive imports this module)
-
-    if type(call) is not CoroutineType:
-        with trio.fail_after(STORE_TIMEOUT):
+    A cancel scope costs more than an in-memory store's whole call, and a deadline only
+    matters to a call that waits: so a call of [MemoryStepStore][mrtr_trio.MemoryStepStore]'s
+    own methods, which never wait, runs to its end at once, and any other goes under a
+    deadline from its start. (Starting a coroutine by hand and arming the deadline only when
+    it yields would be cheaper, but wrong: a store that enters a cancel scope of its own
+    before it first waits, as `trio.sleep` or anyio's worker threads do, would have it closed
+    after the scope around it.)"""
+    if type(call) is CoroutineType and id(call.cr_code) in _NEVER_WAITS:
+        try:
+            call.send(None)
+        except StopIteration as finished:
+            return finished.value  # type: ignore[no-any-return]
+        call.close()  # pragma: no cover - the memory store's methods have no await
+        raise AssertionError("a MemoryStepStore method waited")  # pragma: no cover
+    if trio.lowlevel.in_trio_task():  # (trio's own scope: anyio's around it costs more)
+        with trio.move_on_after(STORE_TIMEOUT):
             return await call
-    try:
-        yielded = call.send(None)
-    except StopIteration as finished:
-        return finished.value  # type: ignore[no-any-return]
-    with trio.fail_after(STORE_TIMEOUT):
-        return await _YieldFrom(call, yielded)  # type: ignore[no-any-return]
+    else:
+        with anyio.move_on_after(STORE_TIMEOUT):
+            return await call
+    raise _TooSlow
+
+
+#: The store calls that never wait: the ids of the code of the memory store's own methods
+#: (ids, because hashing a code object costs more than the call; the class holds them alive).
+_NEVER_WAITS = frozenset(
+    id(getattr(MemoryStepStore, name).__code__)
+    for name in ("claim", "renew", "record", "read", "release")
+)
 
 
 def _unrecorded(name: str) -> tuple[str, str]:

@@ -16,20 +16,25 @@ can then answer `tasks/get`, while the process that runs the task's handler writ
 compare-and-set on its `revision`.
 
 The client is synchronous and thread-safe; each call runs in a worker thread
-(`trio.to_thread.run_sync`, abandoned when the runtime stops waiting for it) on the client's
-connection pool, which is reused across calls.
+(`trio.to_thread.run_sync` on trio, `anyio.to_thread.run_sync` on asyncio, abandoned when the
+runtime stops waiting for it) on the client's
+connection pool, which is reused across calls, so the stores serve trio and asyncio alike and
+a slow or stalled Redis never blocks the event loop.
 Errors from Redis (connection refused, a timeout, a read-only replica) propagate: the runtime
 then fails the step closed with [StepStoreUnavailable][mrtr_trio.StepStoreUnavailable].
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import anyio
+import anyio.to_thread
 import trio
 
 from ._steps import BUSY, STORE_TIMEOUT, UNKNOWN, WON, Claim
@@ -255,7 +260,10 @@ class _RedisStore:
     async def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         # Abandoned on cancellation: the runtime bounds every store call, and a stalled Redis
         # must not hold the round (a late step claim is refused by Redis itself).
-        return await trio.to_thread.run_sync(lambda: fn(*args, **kwargs), abandon_on_cancel=True)
+        call = functools.partial(fn, *args, **kwargs)
+        if trio.lowlevel.in_trio_task():  # (trio's own threads: anyio's around them cost more)
+            return await trio.to_thread.run_sync(call, abandon_on_cancel=True)
+        return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
 
 
 class RedisStepStore(_RedisStore):

@@ -1,12 +1,14 @@
 """The task stores: what MemoryTaskStore and RedisTaskStore (on a real redis-server, see
 tests/services.py) share (expiring, newest revision wins, ids unique), the memory store's
-bound, the Redis store's keys, expiries and sharing; and the record's wire and JSON forms."""
+bound, the Redis store's keys, expiries and sharing; and the record's wire and JSON forms. The
+contract runs on trio and on asyncio."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
 
+import anyio
 import attrs
 import pytest
 import trio
@@ -14,6 +16,7 @@ import trio
 from mrtr_trio.mcp import MemoryTaskStore, TaskRecord, TaskStore, TaskStoreFull
 from mrtr_trio.redis import RedisTaskStore
 
+from ..loops import BOTH_LOOPS
 from ..services import RedisServer
 
 
@@ -47,6 +50,7 @@ def clock_and_store(request: pytest.FixtureRequest) -> Iterator[tuple[Clock, Tas
 # ------------------------------------------------------------------------ the store contract
 
 
+@BOTH_LOOPS
 async def test_expiry_and_revisions(clock_and_store: tuple[Clock, TaskStore]) -> None:
     clock, store = clock_and_store
     first = record("t", ttl=5.0)
@@ -68,6 +72,7 @@ async def test_expiry_and_revisions(clock_and_store: tuple[Clock, TaskStore]) ->
     await store.delete("u")  # forgetting a forgotten task is fine
 
 
+@BOTH_LOOPS
 async def test_ids_are_unique_and_equal_revisions_do_not_replace(
     clock_and_store: tuple[Clock, TaskStore],
 ) -> None:
@@ -90,6 +95,7 @@ async def test_ids_are_unique_and_equal_revisions_do_not_replace(
     assert await store.get("t") is None
 
 
+@BOTH_LOOPS
 async def test_concurrent_writes_keep_the_highest_revision(
     clock_and_store: tuple[Clock, TaskStore],
 ) -> None:
@@ -100,9 +106,9 @@ async def test_concurrent_writes_keep_the_highest_revision(
     for _ in range(12):
         revisions.append(revisions[-1].evolve(clock.now, status_message=f"{len(revisions)}"))
 
-    async with trio.open_nursery() as nursery:
+    async with anyio.create_task_group() as tasks:
         for revision in reversed(revisions):  # newest first: every later write is older
-            nursery.start_soon(store.put, revision)
+            tasks.start_soon(store.put, revision)
     assert await store.get("t") == revisions[-1]
 
 

@@ -16,6 +16,8 @@
   fixtures in [mrtr_trio.testing.pytest_plugin][] give them;
 - [mrtr_trio.testing.strategies][] (needs hypothesis): `answers_for`, `answer_functions`,
   `flows` and friends.
+
+The runners run on whichever event loop awaits them, trio or asyncio.
 """
 
 from .._util import fixup_module_metadata

@@ -12,8 +12,8 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
+import anyio
 import attrs
-import trio
 
 from .._errors import NondeterminismError
 from .._flow import Step, is_generator_handler
@@ -126,7 +126,7 @@ async def assert_eras_agree(
         live_rounds[-1][key] = request.to_wire()
         in_flight += 1
         try:
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             return await answer_as_json(answer, key, request)
         finally:
             in_flight -= 1

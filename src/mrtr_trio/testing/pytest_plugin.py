@@ -10,7 +10,8 @@ They load by themselves wherever mrtr_trio is installed (a `pytest11` entry poin
 
 The fixtures are session-scoped (a runtime keeps no per-test state), so hypothesis tests can
 use them without a health-check warning; a conftest overriding `mrtr_keys` must keep that
-scope.
+scope. They are plain (synchronous) fixtures, so they serve trio tests (pytest-trio) and
+asyncio tests (anyio's pytest plugin) alike.
 """
 
 from __future__ import annotations
