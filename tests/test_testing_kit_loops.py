@@ -30,6 +30,15 @@ async def order(ctx: Context, amount: int):  # type: ignore[no-untyped-def]
     yield done({"quote": quote, "bought": answer.accepted and answer.content["ok"]})
 
 
+async def trip(ctx: Context):  # type: ignore[no-untyped-def]
+    # Two requests in one round: the live era asks them concurrently, and the era check tells
+    # the rounds apart by its asks' checkpoint.
+    both = yield {"a": elicit("A?", CONFIRM), "b": elicit("B?", CONFIRM)}
+    quote = yield step(fetch, len(both))
+    again = yield elicit(f"{quote}: sure?", CONFIRM)
+    yield done([sorted(both), again.accepted])
+
+
 def accept(key: str, request: Any) -> Any:
     return {"action": "accept", "content": {"ok": True}}
 
@@ -44,6 +53,7 @@ async def test_the_runners_and_the_era_check_run_on_the_calling_loop() -> None:
     assert await run_modern(order, {"amount": 7}, accept, replay_check=True) == EXPECTED
     assert await run_live(order, {"amount": 7}, accept) == EXPECTED
     assert await assert_eras_agree(order, {"amount": 7}, AnswerScript(accept_all)) == EXPECTED
+    assert await assert_eras_agree(trip, {}, accept) == [["a", "b"], True]
 
 
 def accept_all(key: str, request: Any, occurrence: int) -> Any:

@@ -12,7 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, NoReturn
 
-import anyio
+import anyio.lowlevel
 import attrs
 
 from .._errors import NondeterminismError
