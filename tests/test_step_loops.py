@@ -43,6 +43,7 @@ from .services import RedisServer
 
 KEY = b"s" * 32
 LEASE = 0.3  # seconds: a step of a second outlasts three of them
+LIMIT = 10.0  # the outer bound on a test a regression could hang
 RENEWER = "mrtr_trio step leases"
 
 
@@ -180,7 +181,10 @@ async def test_a_stalled_store_fails_the_step_closed_within_the_store_timeout(
     monkeypatch.setattr(_steps, "STORE_TIMEOUT", 0.3)
     effect = Effect()
     started = anyio.current_time()
-    with pytest.raises(StepStoreUnavailable, match="did not run: the step store did not answer"):
+    with (
+        anyio.fail_after(LIMIT),
+        pytest.raises(StepStoreUnavailable, match="did not run: the step store did not answer"),
+    ):
         await call_step(effect, (5,), key(), policy(StallingStore()))
     assert 0.3 <= anyio.current_time() - started < 1.0
     assert effect.keys == []
@@ -216,21 +220,28 @@ async def test_a_paused_redis_never_blocks_the_loop(
     store = RedisStepStore(redis_db.unix_url, timeout=10, lease=LEASE)  # outlasts the stall
     effect = Effect()
     heartbeat = Heartbeat()
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(heartbeat.run)
-        with redis_db.client() as admin:
-            admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
-        started = time.monotonic()
-        with pytest.raises(StepStoreUnavailable) as caught:
-            await call_step(effect, (5,), key(), policy(store))
-        with anyio.move_on_after(0.3) as read:
-            await store.read("mrtr_trio:step:k")
-        assert heartbeat.longest_gap(started) < 0.25  # the loop never stopped
-        assert time.monotonic() - started < 1.2  # nor was the round held until the pause ended
-        assert "did not answer within 0.5 s" in str(caught.value)
-        assert read.cancelled_caught  # a plain store call is abandoned too
-        await anyio.sleep(1.5 - (time.monotonic() - started) + 0.3)  # the pause ends
-        tasks.cancel_scope.cancel()
+    with anyio.fail_after(LIMIT):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(heartbeat.run)
+            with redis_db.client() as admin:
+                admin.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+            started = time.monotonic()
+            try:
+                await call_step(effect, (5,), key(), policy(store))
+            except StepStoreUnavailable as error:
+                failed: Exception | None = error
+            else:  # pragma: no cover - the failure below says so
+                failed = None
+            elapsed = time.monotonic() - started
+            with anyio.move_on_after(0.3) as read:
+                await store.read("mrtr_trio:step:k")
+            gap = heartbeat.longest_gap(started)
+            await anyio.sleep(1.5 - (time.monotonic() - started) + 0.3)  # the pause ends
+            tasks.cancel_scope.cancel()
+    assert gap < 0.25  # the loop never stopped
+    assert elapsed < 1.2  # nor was the round held until the pause ended
+    assert "did not answer within 0.5 s" in str(failed)
+    assert read.cancelled_caught  # a plain store call is abandoned too
     assert len(heartbeat.ticks) >= 40
     assert await call_step(effect, (5,), key(), policy(store)) == "run 1 for 5"
     store.close()
