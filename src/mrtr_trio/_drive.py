@@ -4,34 +4,38 @@
 [Replay][mrtr_trio._replay.Replay] machine and carries out its answer: feed a value, run a step
 or a poll, let the client take a turn, or finish. Drivers differ only in what a client's turn
 is, and say so through one [Driver][mrtr_trio._drive.Driver] object: the live and task drivers
-wait for the answers (`turn`); the modern driver has no one to wait for, so the loop stops
-there and the round ends with a token. The flow is closed on every exit path.
+wait for the answers (`turn`, or `ask` for a turn of one request); the modern driver has no one
+to wait for, so the loop stops there and the round ends with a token. The flow is closed on
+every exit path.
 
-A driver that waits may bound each round with a `round_timeout`. Its timed turns share one
-cancel scope, entered (with `with`) around the whole loop: a turn that asks the client arms
-the round's deadline on it and clears it when the answers are in, so the handler's own code
-between rounds never runs under it. When the flow ends the loop leaves the scope before closing
-the flow (so a timed-out handler's cleanup does not run cancelled), unless the handler still
-holds a scope of its own inside it, which closing the flow closes first. Trio delivers a
-cancellation only where a task waits, so a deadline matters only to a turn that waits: until a
-turn of the driver has waited, the loop starts each timed turn's coroutine by hand, and only
-when it yields to trio arms the deadline (counted from the round's start) and awaits the rest
-through [_YieldFrom][mrtr_trio._drive._YieldFrom]; once one has waited (the driver's
-`waited`), later turns are armed from their start and awaited plainly. So a turn answered
-without waiting (an in-memory answer) pays for no deadline. One difference can be seen: before
-its first checkpoint, a started turn runs with the deadline not yet armed, so
-`trio.current_effective_deadline()` read there does not show it. A round of one request is
-awaited by this loop itself, so a flow suspended in it keeps no frame but this one and the
-ask's.
+The loop is the same on every event loop. What it needs of one (the task's scope marks, the
+clock, a cancel scope) comes from the [Loop][mrtr_trio._loop.Loop] running it, chosen once per
+drive: trio's own functions under trio, anyio's under asyncio (see `_loop`, where a new loop
+goes).
 
-What a suspended live flow costs is mostly this loop's frame (its task's coroutine, which trio
-also makes a frame object of) and the objects it holds while the client answers; see
-docs/benchmarks.md.
+**Round timeouts.** A driver that waits may bound each round with a `round_timeout`. Its
+timed turns share one cancel scope, a `with` block around the whole loop: a turn that asks the
+client arms the round's deadline on it and clears it when the answers are in, so the handler's
+own code between rounds never runs under it. A cancellation is delivered only where a task
+waits, so a deadline matters only to a turn that waits: the loop starts each timed turn's
+coroutine by hand ([_start_timed][mrtr_trio._drive._start_timed]), arms the deadline (counted
+from the turn's start) only when it yields to the event loop, and awaits the rest through a
+[_TimedTurn][mrtr_trio._drive._TimedTurn], which clears it. A turn answered without waiting (an
+in-memory answer) pays for no deadline. One difference can be seen: before its first
+checkpoint, a started turn runs with the deadline not yet armed. When the flow ends the loop
+leaves the scope before closing the flow (so a timed-out handler's cleanup does not run
+cancelled), unless the handler still holds a scope of its own inside it, which closing the
+flow closes first.
 
-Trio forbids a generator to suspend at a `yield` inside a cancel scope or nursery it opened;
-the loop checks that around every resume
-([scope_marks][mrtr_trio._trio_compat.scope_marks], in `_trio_compat`, the one place that reads a
-private trio attribute).
+**Memory.** A round of one request is awaited by this loop itself (the driver's `ask`), so a
+flow suspended in it keeps no frame but this one and the ask's. What a suspended live flow
+costs is mostly this loop's frame (its task's coroutine) and the objects it holds while the
+client answers; see docs/benchmarks.md.
+
+**The scope guard.** A generator must not suspend at a `yield` inside a cancel scope or task
+group it opened (trio forbids it; anyio's scopes on asyncio break): the loop compares the
+task's [scope_marks][mrtr_trio._loop.scope_marks] around every resume, and turns the mistake
+into a clear error at once.
 """
 
 from __future__ import annotations
@@ -83,11 +87,6 @@ class Driver(Protocol):
     def waits(self) -> bool:
         """Whether `turn` waits for the client (else the client's turn ends the drive)."""
 
-    #: Set by the drive once a timed turn of this driver has waited for the client: later
-    #: turns are armed from their start and awaited plainly (a hint kept here, where it
-    #: costs a slot rather than a local in every suspended flow's frame).
-    waited: bool
-
     @property
     def ask(self) -> AskFunction | None:
         """`await ask(key, request)`: a turn of one request is asked with it, awaited by the
@@ -115,19 +114,15 @@ class Driver(Protocol):
 
 async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
     """Run *flow* as *machine* directs until it finishes, or until the client must take a turn
-    that *driver* does not wait for. A turn that asks the client something must end within
-    the driver's `round_timeout`, else [RoundTimeout][mrtr_trio.RoundTimeout]. It returns the
-    [Complete][mrtr_trio.Complete] or the [Suspend][mrtr_trio._replay.Suspend] it
-    stopped at; for a driver that wants only the value, the finished flow's value.
-
-    The flow is closed on every exit path. An error raised while closing it is raised when the
-    flow otherwise ended well, and logged (by the flow) when another error is on its way out.
-    """
-    # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine,
-    # twice: trio makes a frame object of it), so every local costs 16 bytes per flow; the
-    # rarer moves are functions of their own.
+    that *driver* does not wait for; return the [Complete][mrtr_trio.Complete] or the
+    [Suspend][mrtr_trio._replay.Suspend] it stopped at (for a `value_only` driver, the finished
+    flow's value). A turn that asks the client something must end within the driver's
+    `round_timeout`, else [RoundTimeout][mrtr_trio.RoundTimeout]. The flow is closed on every
+    exit path: see [_ended][mrtr_trio._drive._ended] for an error raised while closing it."""
+    # One frame for the whole loop: a suspended live flow keeps it (as its task's coroutine),
+    # so every local costs 16 bytes per flow; the rarer moves are functions of their own.
     loop, task = running()  # trio, or asyncio through anyio: chosen once per drive
-    scope = _round_scope(driver, loop)  # timed turns' deadlines are armed on it
+    scope = _round_scope(driver, loop)  # the timed turns' deadlines are armed on it
     try:
         with scope:
             marks = scope_marks(task)
@@ -156,16 +151,11 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
                             turn = driver.turn(action)
                         if not asked or scope is _UNTIMED:
                             answers = await turn  # (a turn that asks nothing is not timed)
-                        elif driver.waited:  # armed from its start, awaited plainly
-                            _arm(scope, loop, driver.round_timeout)
-                            answers = await turn
-                            _end_round(scope, machine, action, driver)
-                        else:  # started by hand, and armed only if it waits: see _YieldFrom
-                            answers = _YieldFrom.start(turn, scope, loop, driver)
-                            if type(answers) is _YieldFrom:
+                        else:  # started here, and timed only once it waits: see _start_timed
+                            answers = _start_timed(turn, scope, loop, machine, action, driver)
+                            if type(answers) is _TimedTurn:
                                 answers = await answers
-                                _end_round(scope, machine, action, driver)
-                        if type(asked) is OneRequest and driver.ask is not None:
+                        if driver.ask is not None and type(asked) is OneRequest:
                             action = machine.answered_one(answers)
                         elif answers is None:
                             break  # no one to wait for the answers here: the round ends
@@ -181,8 +171,22 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
     except BaseException:
         await flow.aclose()
         raise
-    close_error = await flow.aclose()
-    if scope.cancelled_caught:  # the client's turn outlived its deadline
+    return _ended(action, await flow.aclose(), scope, machine, driver)
+
+
+def _ended(
+    action: Action,
+    close_error: BaseException | None,
+    scope: CancelScope,
+    machine: Replay,
+    driver: Driver,
+) -> Any:
+    """What the drive returns once the flow is closed without an error on its way out:
+    [RoundTimeout][mrtr_trio.RoundTimeout] when the client's turn outlived its deadline; else
+    *close_error*, an error raised while closing the flow (when another error was on its way
+    out, the flow logged it instead); else the *action* the drive stopped at, or for a
+    `value_only` driver the finished flow's value."""
+    if scope.cancelled_caught:
         raise timed_out(machine, action, driver.round_timeout)  # type: ignore[arg-type]
     if close_error is not None:
         raise close_error
@@ -202,7 +206,7 @@ async def _run(action: RunStep | RunPoll, machine: Replay, driver: Driver) -> Ac
 
 class _Untimed:
     """The scope of a drive whose turns are not timed (its driver does not wait, has no
-    `round_timeout`, or trio is not running it): it does nothing."""
+    `round_timeout`, or no event loop runs it): it does nothing."""
 
     deadline = math.inf
     cancel_called = cancelled_caught = False
@@ -228,59 +232,53 @@ def _round_scope(driver: Driver, loop: Loop) -> CancelScope:
     return _UNTIMED
 
 
-def _arm(scope: CancelScope, loop: Loop, round_timeout: float) -> None:
-    """Arm the round's deadline: *round_timeout* seconds from now."""
-    scope.deadline = loop.now() + round_timeout
-
-
-def _end_round(scope: CancelScope, machine: Replay, asked: Suspend, driver: Driver) -> None:
-    """A timed turn that waited is over: clear the round's deadline, or raise
-    [RoundTimeout][mrtr_trio.RoundTimeout] when it passed as the answers came in."""
-    if scope.cancel_called:
-        raise timed_out(machine, asked, driver.round_timeout)
-    scope.deadline = math.inf
+def _start_timed(
+    turn: Awaitable[Any],
+    scope: CancelScope,
+    loop: Loop,
+    machine: Replay,
+    asked: Suspend,
+    driver: Driver,
+) -> Any:
+    """Run the timed *turn* (a coroutine, or any awaitable) to its first yield: its value when
+    it finishes without waiting (nothing could have cancelled it, so no deadline is armed);
+    else arm the round's deadline on *scope*, the driver's `round_timeout` from the turn's
+    start, and return the [_TimedTurn][mrtr_trio._drive._TimedTurn] to await the rest with."""
+    deadline = loop.now() + driver.round_timeout
+    started = turn if type(turn) is CoroutineType else _awaited(turn)
+    assert type(started) is CoroutineType
+    try:
+        yielded = started.send(None)
+    except StopIteration as finished:
+        return finished.value
+    scope.deadline = deadline
+    return _TimedTurn(started, yielded, scope, machine, asked, driver)
 
 
 class _YieldFrom:
-    """`await _YieldFrom(coro, yielded)`: go on awaiting *coro*, a coroutine the drive started by
-    hand (`coro.send(None)`) and that *yielded* instead of finishing, exactly as the plain
-    `await coro` it stands for would have (PEP 380's `yield from`).
+    """`await _YieldFrom(coro, yielded)`: go on awaiting *coro*, a coroutine started by hand
+    (`coro.send(None)`) that *yielded* instead of finishing, exactly as the plain `await coro`
+    it stands for would have: PEP 380's `yield from`, by hand.
 
-    A round's deadline only matters to a turn that waits: trio delivers a cancellation at a
-    checkpoint, so a turn that answers without one cannot be timed out. The drive therefore
-    starts the turn's coroutine itself and arms the deadline only when it yields (to trio);
-    this object then hands trio what it yielded first, and forwards everything after to the
-    coroutine as the awaiting frame would: each value sent (trio's outcomes, which bring a
-    cancellation or a `KeyboardInterrupt` as well as results), each exception thrown in, and
-    `close` (`GeneratorExit`). The
-    coroutine's `return` ends the `await` with its value, since `send` and `throw` raise its
-    `StopIteration` on. `cr_frame` and `cr_await` are the coroutine's, so that
-    `trio.lowlevel.Task.iter_await_frames` walks through this object to the frames below.
+    It hands the event loop what *coro* yielded first, and forwards everything after to the
+    coroutine as the awaiting frame would: each value sent (trio's outcomes, asyncio's wake-ups,
+    which bring a cancellation or a `KeyboardInterrupt` as well as results), each exception
+    thrown in, and `close` (`GeneratorExit`). The coroutine's `return` ends the `await` with
+    its value, since `send` and `throw` raise its `StopIteration` on. `cr_frame` and `cr_await`
+    are the coroutine's, so that `trio.lowlevel.Task.iter_await_frames` walks through this
+    object to the frames below.
 
-    It stays because it pays (issue 19 measured it): the live round of the core benchmark,
+    Why by hand: a deadline only matters to an await that waits (a cancellation is delivered
+    at a checkpoint), and arming one costs more than an in-memory answer's whole turn; started
+    by hand, a coroutine shows whether it waits before any deadline is armed. The drive's timed
+    turns ([_TimedTurn][mrtr_trio._drive._TimedTurn]) and the step stores' bounded calls
+    (`_steps`) use it. It pays (issue 19 measured it): the live round of the core benchmark,
     whose in-memory answers never wait, runs 360k instructions with it and 480k (+33%) with
     every timed turn armed from its start and awaited plainly, the two deadline updates of a
     round being most of the difference (`python -m benchmarks.instructions --kinds live`).
     """
 
     __slots__ = ("_coro", "_yielded")
-
-    @staticmethod
-    def start(coro: Awaitable[Any], scope: CancelScope, loop: Loop, driver: Driver) -> Any:
-        """Run *coro* (a coroutine, or any awaitable) to its first yield: its value when it
-        finishes without waiting; else *scope*'s deadline is armed (the *driver*'s
-        `round_timeout` from when *coro* started), and the `_YieldFrom` to await the rest with is
-        returned."""
-        deadline = loop.now() + driver.round_timeout
-        started = coro if type(coro) is CoroutineType else _awaited(coro)
-        assert type(started) is CoroutineType
-        try:
-            yielded = started.send(None)
-        except StopIteration as finished:
-            return finished.value
-        scope.deadline = deadline
-        driver.waited = True
-        return _YieldFrom(started, yielded)
 
     def __init__(self, coro: CoroutineType[Any, Any, Any], yielded: Any) -> None:
         self._coro = coro
@@ -297,7 +295,7 @@ class _YieldFrom:
         # this way too.
         yielded = self._yielded
         if yielded is _SENT:
-            return self._coro.send(None)
+            return self.send(None)
         self._yielded = _SENT
         return yielded
 
@@ -317,6 +315,50 @@ class _YieldFrom:
     @property
     def cr_await(self) -> Any:
         return self._coro.cr_await
+
+
+class _TimedTurn(_YieldFrom):
+    """The rest of a timed turn that waited (see [_start_timed][mrtr_trio._drive._start_timed]),
+    awaited as [_YieldFrom][mrtr_trio._drive._YieldFrom] awaits: when the turn returns, the
+    round's deadline is cleared, or [RoundTimeout][mrtr_trio.RoundTimeout] is raised instead
+    when the deadline passed as the answers came in."""
+
+    __slots__ = ("_asked", "_driver", "_machine", "_scope")
+
+    def __init__(
+        self,
+        coro: CoroutineType[Any, Any, Any],
+        yielded: Any,
+        scope: CancelScope,
+        machine: Replay,
+        asked: Suspend,
+        driver: Driver,
+    ) -> None:
+        self._coro = coro
+        self._yielded = yielded
+        self._scope = scope
+        self._machine = machine
+        self._asked = asked
+        self._driver = driver
+
+    def send(self, value: Any) -> Any:
+        try:
+            return self._coro.send(value)
+        except StopIteration:
+            self._end_round()
+            raise
+
+    def throw(self, *exception: Any) -> Any:
+        try:
+            return self._coro.throw(*exception)
+        except StopIteration:
+            self._end_round()
+            raise
+
+    def _end_round(self) -> None:
+        if self._scope.cancel_called:
+            raise timed_out(self._machine, self._asked, self._driver.round_timeout) from None
+        self._scope.deadline = math.inf
 
 
 _SENT: Any = object()

@@ -84,7 +84,7 @@ class _Turns:
     flow's drive (one request is asked with `ask` by the drive itself), and what lends its
     context push-style asks."""
 
-    __slots__ = ("_machine", "ask", "round_timeout", "waited")
+    __slots__ = ("_machine", "ask", "round_timeout")
 
     waits: ClassVar[bool] = True
     value_only: ClassVar[bool] = True
@@ -93,7 +93,6 @@ class _Turns:
         self._machine = machine
         self.ask = ask
         self.round_timeout = runtime.round_timeout
-        self.waited = False
 
     @staticmethod
     def now() -> float:

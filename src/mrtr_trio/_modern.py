@@ -108,7 +108,6 @@ class _Round:
     ask: ClassVar[None] = None
     round_timeout: ClassVar[float] = math.inf
     value_only: ClassVar[bool] = False
-    waited = False  # (never set: an untimed driver's turns are not started by hand)
 
     def __init__(
         self,
