@@ -162,7 +162,8 @@ async def test_a_live_round_times_out(anyio_backend: str, handler: Any) -> None:
 async def test_a_later_round_times_out_and_earlier_waits_did_not_count(
     anyio_backend: str,
 ) -> None:
-    # Three rounds answered after 0.03 s each fit a 0.05 s round timeout; the fourth does not.
+    # Three rounds answered after 0.25 s each fit a 0.6 s round timeout (together they would
+    # not); the fourth does not.
     answered: list[int] = []
 
     async def survey(ctx: Context) -> AsyncGenerator[Any, Any]:
@@ -171,12 +172,12 @@ async def test_a_later_round_times_out_and_earlier_waits_did_not_count(
         yield done(None)
 
     async def ask(key: str, request: Any) -> Any:
-        await anyio.sleep(0.03 if len(answered) < 3 else LIMIT * 2)
+        await anyio.sleep(0.25 if len(answered) < 3 else LIMIT * 2)
         answered.append(1)
         return city("X")
 
     with anyio.fail_after(LIMIT), pytest.raises(RoundTimeout, match="round 4"):
-        await runtime(round_timeout=0.05).run_live(survey, {}, ask)
+        await runtime(round_timeout=0.6).run_live(survey, {}, ask)
     assert len(answered) == 3
 
 
