@@ -7,6 +7,8 @@ import types
 from collections.abc import Coroutine, Generator
 from typing import Any
 
+import anyio
+import anyio.lowlevel
 import pytest
 import trio
 import trio.lowlevel
@@ -28,6 +30,7 @@ from mrtr_trio._drive import _YieldFrom
 from mrtr_trio.testing import run_live, run_modern
 
 from .flows import CONFIRM, NAME, SIZE, happy_answer
+from .loops import BOTH_LOOPS
 
 KEY = b"l" * 32
 
@@ -40,8 +43,9 @@ async def ask_happy(key: str, request: Any) -> Any:
     return happy_answer(key, request)
 
 
+@BOTH_LOOPS
 async def test_a_batch_fans_out_concurrently() -> None:
-    arrived = {"a": trio.Event(), "b": trio.Event()}
+    arrived = {"a": anyio.Event(), "b": anyio.Event()}
 
     async def ask(key: str, request: Any) -> Any:
         arrived[key].set()
@@ -53,20 +57,21 @@ async def test_a_batch_fans_out_concurrently() -> None:
         got = yield {"a": elicit("A?", NAME), "b": elicit("B?", CONFIRM)}
         yield done(sorted(got))
 
-    with trio.fail_after(5):
+    with anyio.fail_after(5):
         assert await runtime().run_live(batch, {}, ask) == ["a", "b"]
 
 
+@BOTH_LOOPS
 async def test_first_failure_cancels_siblings_and_is_raised_alone() -> None:
-    sibling_cancelled = trio.Event()
+    sibling_cancelled = anyio.Event()
 
     async def ask(key: str, request: Any) -> Any:
         if key == "fails":
-            await trio.lowlevel.checkpoint()
+            await anyio.lowlevel.checkpoint()
             raise ValueError("client said no")
         try:
-            await trio.sleep_forever()
-        except trio.Cancelled:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
             sibling_cancelled.set()
             raise
 
@@ -74,11 +79,12 @@ async def test_first_failure_cancels_siblings_and_is_raised_alone() -> None:
         yield {"fails": elicit("A?", NAME), "waits": elicit("B?", CONFIRM)}
         yield done("never")
 
-    with trio.fail_after(5), pytest.raises(ValueError, match="client said no"):
+    with anyio.fail_after(5), pytest.raises(ValueError, match="client said no"):
         await runtime().run_live(batch, {}, ask)
     assert sibling_cancelled.is_set()
 
 
+@BOTH_LOOPS
 async def test_malformed_live_answer_fails_the_flow() -> None:
     async def ask(key: str, request: Any) -> Any:
         return {"action": "accept", "content": "not an object"}
@@ -91,6 +97,7 @@ async def test_malformed_live_answer_fails_the_flow() -> None:
         await runtime().run_live(single, {}, ask)
 
 
+@BOTH_LOOPS
 async def test_schema_invalid_live_answers_are_asked_again_within_max_rounds() -> None:
     asked: list[str] = []
 
@@ -110,6 +117,7 @@ async def test_schema_invalid_live_answers_are_asked_again_within_max_rounds() -
         await runtime(max_rounds=2).run_live(sized, {}, ask)
 
 
+@BOTH_LOOPS
 async def test_live_pause_continues_at_once_and_costs_no_round() -> None:
     async def pauses(ctx: Context):
         for _ in range(20):
@@ -424,6 +432,7 @@ async def test_a_task_waiting_in_a_timed_ask_shows_the_asks_frame() -> None:
     assert names[:2] == ["drive", "ask"] and "sleep_forever" in names
 
 
+@BOTH_LOOPS
 async def test_run_live_raises_its_errors_when_awaited() -> None:
     # run_live returns the flow's drive rather than being a coroutine function of its own:
     # its errors must still come when it is awaited, as a coroutine function's would.
@@ -468,6 +477,7 @@ class Tracked:
         return tracked
 
 
+@BOTH_LOOPS
 async def test_generators_are_closed_on_completion_in_both_eras() -> None:
     tracked = Tracked()
     await run_live(tracked.handler(), {}, happy_answer)
@@ -476,6 +486,7 @@ async def test_generators_are_closed_on_completion_in_both_eras() -> None:
     assert tracked.finalised == tracked.started
 
 
+@BOTH_LOOPS
 async def test_generators_are_closed_on_error_in_both_eras() -> None:
     tracked = Tracked(fail=True)
     with pytest.raises(RuntimeError, match="handler failed"):
@@ -485,6 +496,7 @@ async def test_generators_are_closed_on_error_in_both_eras() -> None:
     assert tracked.finalised == tracked.started == 3
 
 
+@BOTH_LOOPS
 async def test_generators_are_closed_when_the_client_errors() -> None:
     tracked = Tracked()
 
@@ -519,6 +531,7 @@ async def test_generators_are_closed_on_timeout(autojump_clock: Any) -> None:
     assert tracked.finalised == tracked.started == 1
 
 
+@BOTH_LOOPS
 async def test_modern_generators_are_closed_when_a_round_fails() -> None:
     tracked = Tracked()
     rt = runtime()
@@ -533,18 +546,18 @@ async def test_modern_generators_are_closed_when_a_round_fails() -> None:
     assert tracked.finalised == tracked.started == 2
 
 
-# --------------------------------------------------------------- trio's yield rules
+# ----------------------------------------------- the yield rules (trio's, and anyio's on asyncio)
 
 
 async def scope_across_yield(ctx: Context):
-    with trio.move_on_after(100):
+    with anyio.move_on_after(100):
         answer = yield elicit("inside a cancel scope?", CONFIRM)
     yield done(answer.action)
 
 
 async def nursery_across_yield(ctx: Context):
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(trio.sleep_forever)
+    async with anyio.create_task_group() as nursery:
+        nursery.start_soon(anyio.sleep_forever)
         answer = yield elicit("inside a nursery?", CONFIRM)
     yield done(answer.action)
 
@@ -552,15 +565,15 @@ async def nursery_across_yield(ctx: Context):
 async def scope_across_a_later_yield(ctx: Context):
     # Live, the round timeout's own scope is entered by then: the handler's is inside it.
     first = yield elicit("first?", CONFIRM)
-    with trio.move_on_after(100):
+    with anyio.move_on_after(100):
         answer = yield elicit("inside a cancel scope?", CONFIRM)
     yield done((first.action, answer.action))
 
 
 async def nursery_across_a_later_yield(ctx: Context):
     first = yield elicit("first?", CONFIRM)
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(trio.sleep_forever)
+    async with anyio.create_task_group() as nursery:
+        nursery.start_soon(anyio.sleep_forever)
         answer = yield elicit("inside a nursery?", CONFIRM)
     yield done((first.action, answer.action))
 
@@ -574,11 +587,12 @@ async def nursery_across_a_later_yield(ctx: Context):
         nursery_across_a_later_yield,
     ],
 )
+@BOTH_LOOPS
 async def test_holding_a_scope_across_a_yield_is_a_clear_error(handler) -> None:
     for run in (run_live, run_modern):
-        with trio.fail_after(5), pytest.raises(MrtrError, match="cancel scope or nursery"):
+        with anyio.fail_after(5), pytest.raises(MrtrError, match="cancel scope or nursery"):
             await run(handler, {}, happy_answer)
-    await trio.lowlevel.checkpoint()  # trio's own state is intact: checkpoints still work
+    await anyio.lowlevel.checkpoint()  # the loop's own state is intact: checkpoints still work
 
 
 async def test_a_scope_holder_cancelled_while_closing_leaves_trio_intact(
@@ -611,6 +625,7 @@ async def push_style(ctx: Context):
     yield done((answer.action, len(roots.roots), text.text))
 
 
+@BOTH_LOOPS
 async def test_push_style_works_live() -> None:
     assert await run_live(push_style, {}, happy_answer) == ("accept", 2, "Paris")
 
@@ -645,11 +660,13 @@ async def test_a_handler_may_catch_a_failed_push_style_ask_and_carry_on(
     assert value == ("RoundTimeout", "InvalidInputResponse", "RuntimeError", "accept")
 
 
+@BOTH_LOOPS
 async def test_push_style_elsewhere_names_the_replacement() -> None:
     with pytest.raises(MrtrError, match=r"modern .*Yield elicit\(\.\.\.\).*input_required"):
         await run_modern(push_style, {}, happy_answer)
 
 
+@BOTH_LOOPS
 async def test_errors_raised_while_closing_a_handler_are_logged_and_raised(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -19,6 +19,8 @@ from mrtr_trio import (
     poll,
 )
 
+from .loops import BOTH_LOOPS
+
 KEY = b"p" * 32
 CONFIRM = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
 
@@ -67,6 +69,7 @@ async def test_live_poll_times_out(autojump_clock: Any) -> None:
         await Runtime([KEY]).run_live(never, {}, None)
 
 
+@BOTH_LOOPS
 async def test_modern_poll_answers_state_only_rounds_that_max_rounds_does_not_bound() -> None:
     approval = Approval(after=12)  # more waits than max_rounds allows rounds
     clock = [1_800_000_000.0]
@@ -92,6 +95,7 @@ async def test_modern_poll_answers_state_only_rounds_that_max_rounds_does_not_bo
     assert runtime.inspect(handler, {"ticket": "T-2"}, state).polling
 
 
+@BOTH_LOOPS
 async def test_modern_poll_times_out_by_the_deadline_in_its_token() -> None:
     clock = [1_800_000_000.0]
     runtime = Runtime([KEY], clock=lambda: clock[0])
@@ -107,6 +111,7 @@ async def test_modern_poll_times_out_by_the_deadline_in_its_token() -> None:
         await runtime.advance(handler, {"ticket": "T"}, request_state=out.request_state)
 
 
+@BOTH_LOOPS
 async def test_the_value_that_ends_a_wait_is_read_once() -> None:
     approval = Approval(after=0)
     runtime = Runtime([KEY])

@@ -31,6 +31,9 @@ from mrtr_trio._journal import flat_record_problem, record_problem
 from mrtr_trio.testing import run_live, run_modern
 
 from .flows import CONFIRM, NAME, SIZE, happy_answer
+from .loops import BOTH_LOOPS
+
+pytestmark = BOTH_LOOPS
 
 KEY = b"r" * 32
 ACCEPT_NAME = {"action": "accept", "content": {"name": "Ada"}}

@@ -24,6 +24,7 @@ from mrtr_trio.testing import run_live, run_modern
 
 from . import flows
 from .flows import CONFIRM, SIZE, happy_answer
+from .loops import BOTH_LOOPS
 
 KEY = b"s" * 32
 
@@ -32,6 +33,7 @@ def runtime(**kw: Any) -> Runtime:
     return Runtime([KEY], **kw)
 
 
+@BOTH_LOOPS
 async def test_first_call_has_no_input_responses_and_state() -> None:
     seen: list[Any] = []
 
@@ -54,6 +56,7 @@ async def test_first_call_has_no_input_responses_and_state() -> None:
         assert state == {"step": 1, "tags": ["a", "b"]}  # structured, normalised, not a string
 
 
+@BOTH_LOOPS
 async def test_state_only_rounds_carry_the_payload_in_both_eras() -> None:
     numbers = list(range(1, 8))
     for run in (run_live, run_modern):
@@ -75,6 +78,7 @@ async def test_the_shim_paces_state_only_rounds(autojump_clock: Any) -> None:
     assert trio.current_time() - start == pytest.approx(0.5)  # two state-only re-entries
 
 
+@BOTH_LOOPS
 async def test_legacy_shim_disabled_fails_loudly() -> None:
     with pytest.raises(MrtrError, match="legacy_shim=False"):
         await run_live(flows.return_confirm, {}, happy_answer, runtime=runtime(legacy_shim=False))
@@ -85,6 +89,7 @@ async def test_legacy_shim_disabled_fails_loudly() -> None:
     )
 
 
+@BOTH_LOOPS
 async def test_round_limit_counts_shim_reentries() -> None:
     async def forever(ctx: Context):
         return input_required(request_state=await ctx.mint_request_state(0))
@@ -94,6 +99,7 @@ async def test_round_limit_counts_shim_reentries() -> None:
             await run(forever, {}, happy_answer, runtime=runtime(max_rounds=4, state_only_pacing=0))
 
 
+@BOTH_LOOPS
 async def test_answers_are_checked_before_the_handler_is_reentered() -> None:
     entries: list[Any] = []
 
@@ -117,6 +123,7 @@ async def test_answers_are_checked_before_the_handler_is_reentered() -> None:
     assert list(entries[-1]) == ["size"]  # keys the runtime did not ask for are dropped
 
 
+@BOTH_LOOPS
 async def test_round_zero_answers_reenter_the_handler_at_once() -> None:
     out = await runtime().advance(
         flows.return_confirm,
@@ -137,6 +144,7 @@ def test_input_required_rejects_bad_input() -> None:
     assert carried.input_requests == {} and carried.request_state == MintedState(1)
 
 
+@BOTH_LOOPS
 async def test_unrecordable_payload_is_refused_when_minted() -> None:
     async def bad(ctx: Context):
         return input_required(request_state=await ctx.mint_request_state({1, 2}))
@@ -145,6 +153,7 @@ async def test_unrecordable_payload_is_refused_when_minted() -> None:
         await runtime().advance(bad, {})
 
 
+@BOTH_LOOPS
 async def test_a_token_from_the_other_style_is_refused_clearly() -> None:
     from mrtr_trio import done
 
