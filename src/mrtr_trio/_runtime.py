@@ -124,7 +124,9 @@ class Runtime:
     - *clock*: the wall clock tokens are stamped and checked with (for tests).
 
     A runtime is immutable and shared by concurrent flows; `attrs.evolve(runtime, ...)` makes
-    one with some knobs changed and the same keys.
+    one with some knobs changed and the same keys. Its flows run on whichever event loop
+    awaits them: trio, or asyncio (through anyio, whose cancel scopes time the live rounds
+    and whose task groups fan a batch out).
     """
 
     keys: tuple[bytes, ...] = attrs.field(
