@@ -122,7 +122,7 @@ class _Turns:
                 "connect with MCP 2026-07-28, where the same handler asks through "
                 "input_required results."
             )
-        if len(requests) == 1:  # the common case needs no nursery
+        if len(requests) == 1:  # the common case needs no task group
             ((key, request),) = requests.items()
             return {key: await ask(key, request)}
         return await _ask_all(ask, requests)
