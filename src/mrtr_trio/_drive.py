@@ -19,8 +19,9 @@ client arms the round's deadline on it and clears it when the answers are in, so
 own code between rounds never runs under it. A cancellation is delivered only where a task
 waits, so a deadline matters only to a turn that waits: the loop starts each timed turn's
 coroutine by hand ([_start_timed][mrtr_trio._drive._start_timed]), arms the deadline (counted
-from the turn's start) only when it yields to the event loop, and awaits the rest through a
-[_TimedTurn][mrtr_trio._drive._TimedTurn], which clears it. A turn answered without waiting (an
+from the turn's start) only when it yields to the event loop, awaits the rest through a
+[_YieldFrom][mrtr_trio._drive._YieldFrom] (PEP 380 by hand), and then clears it
+([_end_round][mrtr_trio._drive._end_round]). A turn answered without waiting (an
 in-memory answer) pays for no deadline. One difference can be seen: before its first
 checkpoint, a started turn runs with the deadline not yet armed. When the flow ends the loop
 leaves the scope before closing the flow (so a timed-out handler's cleanup does not run
@@ -131,8 +132,7 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
                 while True:
                     if scope_marks(task) is not marks:
                         _scope_error(flow)
-                    # The commonest need, a replayed answer, with no action to build.
-                    replayed = machine.replayed(need)
+                    replayed = machine.replayed(need)  # the commonest need: no action to build
                     if replayed is not UNMATCHED:
                         need = await flow.resume(replayed)
                         continue
@@ -152,9 +152,10 @@ async def drive(flow: Flow, machine: Replay, driver: Driver) -> Any:
                         if not asked or scope is _UNTIMED:
                             answers = await turn  # (a turn that asks nothing is not timed)
                         else:  # started here, and timed only once it waits: see _start_timed
-                            answers = _start_timed(turn, scope, loop, machine, action, driver)
-                            if type(answers) is _TimedTurn:
+                            answers = _start_timed(turn, scope, loop, driver)
+                            if type(answers) is _YieldFrom:
                                 answers = await answers
+                                _end_round(scope, machine, action, driver)
                         if driver.ask is not None and type(asked) is OneRequest:
                             action = machine.answered_one(answers)
                         elif answers is None:
@@ -232,18 +233,12 @@ def _round_scope(driver: Driver, loop: Loop) -> CancelScope:
     return _UNTIMED
 
 
-def _start_timed(
-    turn: Awaitable[Any],
-    scope: CancelScope,
-    loop: Loop,
-    machine: Replay,
-    asked: Suspend,
-    driver: Driver,
-) -> Any:
+def _start_timed(turn: Awaitable[Any], scope: CancelScope, loop: Loop, driver: Driver) -> Any:
     """Run the timed *turn* (a coroutine, or any awaitable) to its first yield: its value when
     it finishes without waiting (nothing could have cancelled it, so no deadline is armed);
-    else arm the round's deadline on *scope*, the driver's `round_timeout` from the turn's
-    start, and return the [_TimedTurn][mrtr_trio._drive._TimedTurn] to await the rest with."""
+    else arm the round's deadline on *scope*, the *driver*'s `round_timeout` from the turn's
+    start, and return the [_YieldFrom][mrtr_trio._drive._YieldFrom] to await the rest with
+    (then [_end_round][mrtr_trio._drive._end_round])."""
     deadline = loop.now() + driver.round_timeout
     started = turn if type(turn) is CoroutineType else _awaited(turn)
     assert type(started) is CoroutineType
@@ -252,7 +247,15 @@ def _start_timed(
     except StopIteration as finished:
         return finished.value
     scope.deadline = deadline
-    return _TimedTurn(started, yielded, scope, machine, asked, driver)
+    return _YieldFrom(started, yielded)
+
+
+def _end_round(scope: CancelScope, machine: Replay, asked: Suspend, driver: Driver) -> None:
+    """A timed turn that waited is over: clear the round's deadline, or raise
+    [RoundTimeout][mrtr_trio.RoundTimeout] when it passed as the answers came in."""
+    if scope.cancel_called:
+        raise timed_out(machine, asked, driver.round_timeout)
+    scope.deadline = math.inf
 
 
 class _YieldFrom:
@@ -271,11 +274,12 @@ class _YieldFrom:
     Why by hand: a deadline only matters to an await that waits (a cancellation is delivered
     at a checkpoint), and arming one costs more than an in-memory answer's whole turn; started
     by hand, a coroutine shows whether it waits before any deadline is armed. The drive's timed
-    turns ([_TimedTurn][mrtr_trio._drive._TimedTurn]) and the step stores' bounded calls
-    (`_steps`) use it. It pays (issue 19 measured it): the live round of the core benchmark,
-    whose in-memory answers never wait, runs 360k instructions with it and 480k (+33%) with
-    every timed turn armed from its start and awaited plainly, the two deadline updates of a
-    round being most of the difference (`python -m benchmarks.instructions --kinds live`).
+    turns ([_start_timed][mrtr_trio._drive._start_timed]) and the step stores' bounded calls
+    (`_steps`) use it. It pays (issue 19's threshold is 10%): the live trip of the core
+    benchmark, whose in-memory answers never wait, runs 357k instructions with it and 474k
+    (+33%) with every timed turn armed from its start and awaited plainly, the two deadline
+    updates of a round being most of the difference (`python -m benchmarks.instructions
+    --kinds live`, measured again for issue 21).
     """
 
     __slots__ = ("_coro", "_yielded")
@@ -295,7 +299,7 @@ class _YieldFrom:
         # this way too.
         yielded = self._yielded
         if yielded is _SENT:
-            return self.send(None)
+            return self._coro.send(None)
         self._yielded = _SENT
         return yielded
 
@@ -315,50 +319,6 @@ class _YieldFrom:
     @property
     def cr_await(self) -> Any:
         return self._coro.cr_await
-
-
-class _TimedTurn(_YieldFrom):
-    """The rest of a timed turn that waited (see [_start_timed][mrtr_trio._drive._start_timed]),
-    awaited as [_YieldFrom][mrtr_trio._drive._YieldFrom] awaits: when the turn returns, the
-    round's deadline is cleared, or [RoundTimeout][mrtr_trio.RoundTimeout] is raised instead
-    when the deadline passed as the answers came in."""
-
-    __slots__ = ("_asked", "_driver", "_machine", "_scope")
-
-    def __init__(
-        self,
-        coro: CoroutineType[Any, Any, Any],
-        yielded: Any,
-        scope: CancelScope,
-        machine: Replay,
-        asked: Suspend,
-        driver: Driver,
-    ) -> None:
-        self._coro = coro
-        self._yielded = yielded
-        self._scope = scope
-        self._machine = machine
-        self._asked = asked
-        self._driver = driver
-
-    def send(self, value: Any) -> Any:
-        try:
-            return self._coro.send(value)
-        except StopIteration:
-            self._end_round()
-            raise
-
-    def throw(self, *exception: Any) -> Any:
-        try:
-            return self._coro.throw(*exception)
-        except StopIteration:
-            self._end_round()
-            raise
-
-    def _end_round(self) -> None:
-        if self._scope.cancel_called:
-            raise timed_out(self._machine, self._asked, self._driver.round_timeout) from None
-        self._scope.deadline = math.inf
 
 
 _SENT: Any = object()
