@@ -8,7 +8,9 @@ Profiles (pick one with the HYPOTHESIS_PROFILE environment variable):
   takes the same time; no example database.
 - ``long``: for local runs hunting for rare bugs: many more examples, random, with the database.
 
-Every trio test runs under the per-test watchdog of ``tests/watchdog.py``.
+Every trio test runs under the per-test watchdog of ``tests/watchdog.py``, and every replay
+machine a test drives is checked after each input to hold only the data its phase owns
+(``tests/machine_checks.py``).
 
 Both loops: a test that takes the ``anyio_backend`` fixture (or sits in a module marked
 ``pytestmark = BOTH_LOOPS``, from ``loops.py``) runs twice, under trio and under asyncio. The
@@ -30,6 +32,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from .loops import LOOPS, anyio_backend_of
+from .machine_checks import checking_every_input
 from .services import RedisServer, redis_server
 from .watchdog import guard_trio_tests
 
@@ -97,3 +100,11 @@ def _no_keys_from_the_developers_environment(monkeypatch: pytest.MonkeyPatch) ->
     """Tests choose their keys: an MRTR_TRIO_KEYS exported in the shell that runs them must not
     change what they see (tests that need it set it themselves)."""
     monkeypatch.delenv("MRTR_TRIO_KEYS", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _every_machine_owns_only_its_phase_data(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every replay machine any test drives holds, after each input, only the data its phase
+    owns (see `machine_checks`)."""
+    with checking_every_input(monkeypatch):
+        yield

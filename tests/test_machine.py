@@ -6,10 +6,14 @@ and checks what it answers, as h11's tests drive its Connection with events.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr_trio import (
     Complete,
@@ -460,13 +464,17 @@ def test_every_phase_change_is_a_move_of_the_table() -> None:
     from mrtr_trio import _replay
 
     source = inspect.getsource(_replay)
-    assignments = [line.strip() for line in source.splitlines() if "self.phase =" in line]
+    assignments = [
+        line.strip() for line in source.splitlines() if re.search(r"self\.phase\b.* = ", line)
+    ]
     assert assignments == [
         "self.phase = REPLAYING",
         "self.phase = PENDING",
         "self.phase = LIVE",
-        "self.phase = TRANSITIONS[self.phase][event]",
+        "self.phase, left = _MOVES[self.phase][event]",
     ]
+    # _MOVES is TRANSITIONS, with what each move clears.
+    assert {p: {e: t for e, (t, _) in m.items()} for p, m in _replay._MOVES.items()} == TRANSITIONS
     assert all(FAILED in moves for phase, moves in TRANSITIONS.items() if phase is not ERROR)
 
 
@@ -554,3 +562,139 @@ def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> N
     # The same request asked in a batch of one is another yield: a divergence.
     with pytest.raises(NondeterminismError):
         modern(cursor, strict=True).next(Ask({"input-0": ASK_NAME}))
+
+
+# ------------------------------------------------------------------------- ownership
+
+
+def test_every_slot_is_the_flow_record_or_data_a_phase_owns() -> None:
+    from mrtr_trio._replay import _UNOWNED, OWNS
+
+    from .machine_checks import FLOW_RECORD
+
+    assert set(Replay.__slots__) == FLOW_RECORD | set(_UNOWNED)
+    assert not FLOW_RECORD & set(_UNOWNED)
+    assert set(OWNS) == set(TRANSITIONS)
+    assert set().union(*OWNS.values()) == set(_UNOWNED)
+    assert not OWNS[FINISHED] and not OWNS[ERROR]
+
+
+_ENTRIES = st.sampled_from(
+    [
+        answered("input-0", ASK_NAME, ADA),
+        AnsweredOne("input-0", ASK_NAME.fingerprint, ElicitResult("accept", {"name": "Ada"})),
+        AnsweredOne("input-1", ASK_YES.fingerprint, ElicitResult("accept", {"ok": True})),
+        Answered({"a": ASK_NAME.fingerprint}, {"a": ElicitResult("accept", {"name": "Ada"})}),
+        StepResult(step_fp(lookup), "looked up"),
+        StepResult(step_fp(ready), 1),
+        PAUSED,
+    ]
+)
+#: Journals a flow of the inputs below can replay to their end.
+_A_FLOW = [
+    [AnsweredOne("input-0", ASK_NAME.fingerprint, ElicitResult("accept", {"name": "Ada"}))],
+    [StepResult(step_fp(lookup), "looked up"), PAUSED],
+    [StepResult(step_fp(ready), 1), answered("input-0", ASK_NAME, ADA)],
+]
+_PENDING = st.sampled_from(
+    [
+        None,
+        PendingOne(ASK_NAME.fingerprint),
+        Pending({"a": ASK_NAME.fingerprint}),
+        Pending({}),
+        PendingPoll(step_fp(ready), None),
+        PendingPoll(step_fp(ready), 5),
+    ]
+)
+_RESPONSES = st.sampled_from(
+    [None, {}, {"input-0": ADA, "a": ADA}, {"input-1": OK}, {"a": {"bad": 1}}, {"a": OK}]
+)
+#: Every input a driver gives a machine, with its arguments.
+_INPUTS = (
+    ("next", (ASK_NAME,)),
+    ("next", (ASK_YES,)),
+    ("next", (Ask({"a": ASK_NAME}),)),
+    ("next", (PAUSE,)),
+    ("next", (STEP,)),
+    ("next", (POLL,)),
+    ("next", (done(1),)),
+    ("replayed", (ASK_NAME,)),
+    ("replayed", (ASK_YES,)),
+    ("ran", (1,)),
+    ("polled", (None,)),
+    ("polled", (2,)),
+    ("answered", ({},)),
+    ("answered", ({"input-0": ADA, "input-1": OK, "a": ADA, "push-0": ADA},)),
+    ("answered", ({"a": {"action": "accept", "content": {"name": 3}}},)),
+    ("answered", ({"a": "malformed"},)),
+    ("answered_one", (ADA,)),
+    ("answered_one", (OK,)),
+    ("push", ({"push-0": ASK_NAME},)),
+    ("abandon", ()),
+    ("checkpoint", ()),
+    ("so_far", ()),
+)
+
+_NEEDS = ("next", "replayed", "so_far")
+#: The inputs a driver gives in each phase.
+_IN_TURN = {
+    REPLAYING: _NEEDS,
+    PENDING: _NEEDS,
+    LIVE: (*_NEEDS, "ran", "polled", "push"),
+    ASKING: ("answered", "answered_one", "checkpoint", "so_far"),
+    WAITING: ("answered", "checkpoint", "so_far"),
+    PUSHED: ("answered", "abandon"),
+}
+
+
+@settings(max_examples=max(300, settings.default.max_examples))
+@given(
+    entries=st.one_of(st.lists(_ENTRIES, max_size=3), st.sampled_from(_A_FLOW)),
+    pending=_PENDING,
+    responses=_RESPONSES,
+    knobs=st.fixed_dictionaries(
+        {
+            "max_rounds": st.integers(1, 4),
+            "strict": st.booleans(),
+            "free_pauses": st.booleans(),
+            "record": st.booleans(),
+        }
+    ),
+    replayable=st.booleans(),
+    capabilities=st.sampled_from([None, {}, {"elicitation": {}}]),
+    data=st.data(),
+)
+def test_after_every_input_a_machine_holds_only_what_its_phase_owns(
+    entries: list[Any],
+    pending: Any,
+    responses: Any,
+    knobs: dict[str, Any],
+    replayable: bool,
+    capabilities: Any,
+    data: st.DataObject,
+) -> None:
+    # Any machine, and inputs in any order: mostly those a driver gives in the machine's
+    # phase, sometimes any other (out of turn: refused, and the flow ends). Whatever it answers
+    # or raises, it never holds data its phase does not own.
+    # (The same check runs after every input of every other test: see tests/machine_checks.py.)
+    from .machine_checks import strays
+
+    cursor = Cursor(Journal(entries), pending, flow_id=b"flow-id!")
+    machine = Replay(
+        "flow",
+        Rules(**knobs),
+        cursor,
+        responses,
+        replayable=replayable,
+        client_capabilities=capabilities,
+    )
+    assert strays(machine) == {}
+    for now in range(14):
+        fitting = [i for i in _INPUTS if i[0] in _IN_TURN.get(machine.phase, ())]
+        anything = not fitting or data.draw(st.integers(0, 9)) == 0
+        name, arguments = data.draw(st.sampled_from(_INPUTS if anything else fitting))
+        if name == "polled":  # (a poll's value, and the clock)
+            arguments = (*arguments, float(now))
+        with contextlib.suppress(MrtrError):  # (refused: out of turn, malformed, ...)
+            getattr(machine, name)(*arguments)
+        assert strays(machine) == {}, (name, machine.phase)

@@ -42,11 +42,14 @@ suite expects). A need that does not match is a divergence: `replay="strict"` fa
 and goes on live, so the client is asked again.
 
 [TRANSITIONS][mrtr_trio._replay.TRANSITIONS] is the phase diagram as data. The machine's whole
-state is its phase and the data that phase owns (the journal position while replaying, the ask
-being answered while asking, the poll while waiting). Every move, an error's included, is one of
-the table's (`Replay._go`); a move the current phase does not list raises
+state is its phase, the data that phase owns ([OWNS][mrtr_trio._replay.OWNS]: the journal
+position while replaying, the ask being answered while asking, the poll while waiting, ...), and
+the flow's record, which every phase shares (its name and rules, the rounds taken, the journal
+kept and the entries recorded after it). Every move, an error's included, is one of the table's
+(`Replay._go`), and it clears what the phase it leaves owned and the next does not, so data
+outlives its phase nowhere; a move the current phase does not list raises
 [MrtrError][mrtr_trio.MrtrError], as h11's state machine does. docs/replay.md draws the diagram
-from the table.
+and the ownership table from these tables.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ __all__ = [
     "ASKING",
     "FAILED",
     "LIVE",
+    "OWNS",
     "PENDING",
     "REPLAYING",
     "PUSHED",
@@ -215,10 +219,63 @@ TRANSITIONS: Final[Mapping[_Phase, Mapping[str, _Phase]]] = MappingProxyType(
     }
 )
 
-# ------------------------------------------------------------------------------ actions
-
 #: An empty mapping shared by every action and machine that has nothing to hold.
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+#: What each phase owns, by the [Replay][mrtr_trio._replay.Replay] slot that holds it (the
+#: slots' meanings are in `_UNOWNED`). A slot the current phase does not list holds its empty
+#: value: a move clears what the phase it leaves owned and the next does not.
+OWNS: Final[Mapping[_Phase, frozenset[str]]] = MappingProxyType(
+    {
+        REPLAYING: frozenset({"_position", "_length", "_pending", "_responses"}),
+        PENDING: frozenset({"_pending", "_responses"}),
+        LIVE: frozenset({"_responses", "_running", "_polling"}),
+        ASKING: frozenset({"_asking", "_kept"}),
+        WAITING: frozenset({"_running", "_polling"}),
+        # (A push-style ask is made from live code, maybe from a step it runs: LIVE's data
+        # waits under it.)
+        PUSHED: frozenset({"_asking", "_kept", "_running", "_polling"}),
+        FINISHED: frozenset(),
+        ERROR: frozenset(),
+    }
+)
+
+#: Each slot a phase may own, and its value while none does:
+#:
+#: - `_position`, `_length`: the next journal entry to replay, and where the journal ends;
+#: - `_pending`: the recorded pending point this call answers;
+#: - `_responses`: this call's `inputResponses`, until the ask that reads them (the pending
+#:   one, or on a first call the first);
+#: - `_running`: the step or poll the driver was told to run, until its value comes back;
+#: - `_polling`: that poll's pending point (its deadline), once it was not met;
+#: - `_asking`, `_kept`: the ask the client is answering, and its valid answers so far.
+_UNOWNED: Final[Mapping[str, Any]] = MappingProxyType(
+    {
+        "_position": 0,
+        "_length": 0,
+        "_pending": None,
+        "_responses": None,
+        "_running": None,
+        "_polling": None,
+        "_asking": None,
+        "_kept": _NOTHING,
+    }
+)
+
+#: `TRANSITIONS` as `_go` reads it: (phase, event) → (the phase after it, the slots the move
+#: clears with their empty values).
+_MOVES: Final = {
+    phase: {
+        event: (
+            target,
+            tuple((slot, _UNOWNED[slot]) for slot in sorted(OWNS[phase] - OWNS[target])),
+        )
+        for event, target in moves.items()
+    }
+    for phase, moves in TRANSITIONS.items()
+}
+
+# ------------------------------------------------------------------------------ actions
 
 
 @attrs.frozen
@@ -341,6 +398,12 @@ class Replay:
     *replayable* is False for return-style flows, whose pending requests travel in the token;
     *client_capabilities* is what the client declared (`None`: everything), checked before
     each ask.
+
+    Its slots are the flow's record, which every phase shares (`name`, `rules`,
+    `client_capabilities`, `rounds`, `phase`; `_cursor`, the flow's identity; `_journal`, the
+    journal kept; `_recorded`, the entries recorded after it; `_singles`, the requests yielded
+    on their own so far; `_payload`, the last ask's; `_replayable`), and the data a phase owns
+    ([OWNS][mrtr_trio._replay.OWNS]).
     """
 
     __slots__ = (
@@ -403,7 +466,8 @@ class Replay:
             self.phase = LIVE
 
     def __repr__(self) -> str:
-        return f"<Replay {self.name} {self.phase!r} at entry {self._position}>"
+        where = f" at entry {self._position}" if self.phase is REPLAYING else ""
+        return f"<Replay {self.name} {self.phase!r}{where}>"
 
     @property
     def is_replaying(self) -> bool:
@@ -527,7 +591,6 @@ class Replay:
         past the round limit). The handler sees that error where it awaited the ask,
         and may catch it and carry on, so the flow goes on as if the ask had not been made."""
         self._go("push-style ask abandoned")
-        self._asking, self._kept = None, _NOTHING
 
     def checkpoint(self) -> Cursor:
         """Where the flow stands while the client takes its turn, for a token."""
@@ -554,9 +617,11 @@ class Replay:
         """The journal up to the current need, with the flow's identity (what a step's
         idempotency key is derived from), and with *pending* what a checkpoint holds."""
         cursor = self._cursor
-        journal = self._journal.head(self._position).then(self._recorded)
+        journal = self._journal
+        if self.phase is REPLAYING:  # (only what was replayed so far)
+            journal = journal.head(self._position)
         return Cursor(
-            journal,
+            journal.then(self._recorded),
             pending,
             self.rounds,
             self._payload,
@@ -650,7 +715,6 @@ class Replay:
         if again:
             self._payload = ask.payload
             return self._suspend(ask, again, answers, problems)
-        self._asking, self._kept = None, _NOTHING
         self._go("all answered")
         if self._replayable and self.rules.record:
             self._recorded.append(Answered(ask.fingerprints, dict(answers)))
@@ -672,7 +736,6 @@ class Replay:
             raise
         if problem is not None:
             return self._suspend(one, one, _NOTHING, {one.key: problem})
-        self._asking = None
         self._go("all answered")
         if self.rules.record:
             self._recorded.append(AnsweredOne(one.key, one.request.fingerprint, answer))
@@ -723,7 +786,8 @@ class Replay:
         )
 
     def _diverge(self, recorded: str, need: _Named) -> Action:
-        position = self._position
+        replaying = self.phase is REPLAYING
+        position = self._position if replaying else len(self._journal)
         round_ = 1 + sum(not isinstance(e, StepResult) for e in self._journal[:position])
         sentence, current = _describe_need(need)
         message = (
@@ -743,7 +807,9 @@ class Replay:
                 current=current,
             )
         log.warning("%s Asking again (replay='reask').", message)
-        self._pending = self._responses = None  # what was answered was something else
+        if replaying:  # the rest of the journal is dropped
+            self._journal = self._journal.head(position)
+        self._responses = None  # what they answered was something else
         self._go("need diverges (reask)")
         return self._live(need)
 
@@ -765,12 +831,15 @@ class Replay:
         self._go(FAILED)
 
     def _go(self, event: str) -> None:
-        """Take the move *event* from the current phase, as the table says; one it does not
-        list raises [MrtrError][mrtr_trio.MrtrError]."""
+        """Take the move *event* from the current phase, as the table says, clearing the data
+        the phase after it does not own; a move the table does not list raises
+        [MrtrError][mrtr_trio.MrtrError]."""
         try:
-            self.phase = TRANSITIONS[self.phase][event]
+            self.phase, left = _MOVES[self.phase][event]
         except KeyError:
             self._unexpected(repr(event))
+        for slot, empty in left:
+            setattr(self, slot, empty)
 
     def _unexpected(self, what: str) -> NoReturn:
         phase = self.phase
