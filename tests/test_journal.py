@@ -9,11 +9,14 @@ thread decodes with a decoder of its own, which a failure leaves as good as new.
 
 from __future__ import annotations
 
+import random
 import threading
 from typing import Any, NoReturn
 
 import cbor2
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from mrtr_trio import InvalidRequestState, create_message, elicit, list_roots, step
 from mrtr_trio._encodedjournal import EncodedJournal, _encode_journal
@@ -26,6 +29,7 @@ from mrtr_trio._journal import (
     Journal,
     StepResult,
     StrictDecoder,
+    answers,
     single_key,
     step_fingerprint,
     strict_decoder,
@@ -124,6 +128,43 @@ def test_answer_agrees_with_the_journal_made_in_memory(order: str) -> None:
         if any(memory.answer(p, s, r.fingerprint) is not None for r in requests)
     ]
     assert hits == [(0, 0), (3, 1), (5, 2), (6, 3), (7, 4)]
+
+
+#: Entries a journal may hold: asks of one request under the key their place gives them or
+#: another, of every kind and action, steps, pauses and batches.
+_SOME_ENTRIES = st.one_of(
+    st.builds(
+        AnsweredOne,
+        st.sampled_from([single_key(n) for n in range(4)]),
+        st.sampled_from([a.fingerprint for a in ASKS[:2]]),
+        st.sampled_from([accept(1), ElicitResult("decline"), ElicitResult("cancel")]),
+    ),
+    st.sampled_from(ENTRIES),
+)
+
+
+@settings(max_examples=max(100, settings.default.max_examples))
+@given(entries=st.lists(_SOME_ENTRIES, max_size=6), order=st.randoms(use_true_random=False))
+def test_the_tokens_shortcut_answers_as_the_one_rule_does(
+    entries: list[Entry], order: random.Random
+) -> None:
+    # EncodedJournal.answer matches an elicitation's answer on the key's ordinal, without
+    # making the entry. Whatever the journal, read in order or in any other, it answers exactly
+    # what `answers` says the entry it holds answers (the entry as a token reads it back: a
+    # single ask under a key its place does not give it reads back as a batch of one).
+    journal, memory = encoded(entries), Journal(tuple(encoded(entries)))
+    requests = [*ASKS, SAMPLE, ROOTS]
+    reads = [(p, s, r) for p in range(len(entries)) for s in range(7) for r in requests]
+    for shuffled in (False, True):
+        if shuffled:
+            order.shuffle(reads)
+        for position, singles, request in reads:
+            fingerprint = request.fingerprint
+            expected = memory.answer(position, singles, fingerprint)
+            assert journal.answer(position, singles, fingerprint) == expected
+            assert (expected is not None) == answers(
+                memory[position], single_key(singles), fingerprint
+            )
 
 
 def test_answers_read_in_order_are_fresh_values() -> None:

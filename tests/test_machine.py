@@ -41,14 +41,17 @@ from mrtr_trio._journal import (
     PendingOne,
     PendingPoll,
     StepResult,
+    answers,
 )
 from mrtr_trio._journal import step_fingerprint as step_fp
 from mrtr_trio._replay import (
+    _UNOWNED,
     ASKING,
     ERROR,
     FAILED,
     FINISHED,
     LIVE,
+    OWNS,
     PENDING,
     PUSHED,
     REPLAYING,
@@ -62,8 +65,11 @@ from mrtr_trio._replay import (
     RunPoll,
     RunStep,
     Suspend,
+    _mark,
 )
 from mrtr_trio._values import ElicitResult
+
+from .machine_checks import FLOW_RECORD, strays
 
 NAME = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 YES = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
@@ -518,6 +524,15 @@ def test_the_docs_draw_the_phase_diagram_from_the_table() -> None:
     assert run.returncode == 0, run.stderr
 
 
+def test_the_docs_diagram_shows_every_move_of_the_table_and_no_other() -> None:
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "replay.md").read_text()
+    drawn = re.findall(r"^    (\w+) --> (\w+): (.+)$", page, re.MULTILINE)
+    moves = [(repr(p), repr(t), e) for p, m in TRANSITIONS.items() for e, t in m.items()]
+    assert sorted(drawn) == sorted(moves) and len(moves) == 28
+
+
 def test_replayed_gives_a_matching_single_answer_and_moves_on_after_the_last() -> None:
     name, yes = ElicitResult("accept", {"name": "Ada"}), ElicitResult("accept", {"ok": True})
     journal = Journal(
@@ -568,10 +583,6 @@ def test_a_request_yielded_alone_is_journaled_compactly_and_answered_bare() -> N
 
 
 def test_every_slot_is_the_flow_record_or_data_a_phase_owns() -> None:
-    from mrtr_trio._replay import _UNOWNED, OWNS
-
-    from .machine_checks import FLOW_RECORD
-
     assert set(Replay.__slots__) == FLOW_RECORD | set(_UNOWNED)
     assert not FLOW_RECORD & set(_UNOWNED)
     assert set(OWNS) == set(TRANSITIONS)
@@ -677,8 +688,6 @@ def test_after_every_input_a_machine_holds_only_what_its_phase_owns(
     # phase, sometimes any other (out of turn: refused, and the flow ends). Whatever it answers
     # or raises, it never holds data its phase does not own.
     # (The same check runs after every input of every other test: see tests/machine_checks.py.)
-    from .machine_checks import strays
-
     cursor = Cursor(Journal(entries), pending, flow_id=b"flow-id!")
     machine = Replay(
         "flow",
@@ -698,3 +707,54 @@ def test_after_every_input_a_machine_holds_only_what_its_phase_owns(
         with contextlib.suppress(MrtrError):  # (refused: out of turn, malformed, ...)
             getattr(machine, name)(*arguments)
         assert strays(machine) == {}, (name, machine.phase)
+
+
+# ------------------------------------------------------------------------- the one rule
+
+
+def test_one_rule_decides_which_entry_answers_which_need() -> None:
+    one = AnsweredOne("input-0", ASK_NAME.fingerprint, ElicitResult("decline"))
+    batch = answered("a", ASK_NAME, ADA)
+    result = StepResult(step_fp(ready), 1)
+    recorded = {
+        "one": one,
+        "batch": batch,
+        "pause": PAUSED,
+        "result": result,
+        "pending one": PendingOne(ASK_NAME.fingerprint),
+        "pending batch": Pending({"a": ASK_NAME.fingerprint}),
+        "pending pause": Pending({}),
+        "pending poll": PendingPoll(step_fp(ready), None),
+    }
+    needs = {
+        "one": OneRequest("input-0", ASK_NAME),
+        "one, another key": OneRequest("input-1", ASK_NAME),
+        "one, another request": OneRequest("input-0", ASK_YES),
+        "batch": Ask({"a": ASK_NAME}),
+        "batch, another key": Ask({"b": ASK_NAME}),
+        "pause": PAUSE,
+        "step": step(ready),
+        "poll": poll(ready),
+        "another step": STEP,
+    }
+    answered_by = {
+        r: sorted(n for n, need in needs.items() if answers(entry, *_mark(need)))
+        for r, entry in recorded.items()
+    }
+    assert answered_by == {
+        "one": ["one"],
+        "batch": ["batch"],
+        "pause": ["pause"],
+        "result": ["poll", "step"],  # a step's result replays a step or a poll of it
+        "pending one": ["one", "one, another key"],  # (its key is implied by its place)
+        "pending batch": ["batch"],
+        "pending pause": ["pause"],
+        "pending poll": ["poll"],  # only the poll it waits on
+    }
+
+
+def test_a_pending_poll_is_not_answered_by_a_step_of_the_same_function() -> None:
+    cursor = Cursor(Journal(), PendingPoll(step_fp(ready), None), 1)
+    with pytest.raises(NondeterminismError, match="recorded poll"):
+        modern(cursor, strict=True).next(step(ready))
+    assert modern(cursor).next(poll(ready)) == RunPoll(poll(ready))

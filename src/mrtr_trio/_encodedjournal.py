@@ -16,7 +16,7 @@ from ._entrycbor import (
     _is_single,
 )
 from ._errors import InvalidRequestState
-from ._journal import Entry, Journal
+from ._journal import Entry, Journal, answers_one
 from ._values import ACTIONS, KIND_CODES, Answer, trusted_elicit_result
 
 __all__ = ["EncodedJournal", "Reject"]
@@ -77,15 +77,16 @@ class EncodedJournal(Journal):
 
     def answer(self, position: int, singles: int, fingerprint: bytes) -> Answer | None:
         # The commonest entry, an elicitation's answer, is checked and built here, as
-        # `_entry_from_cbor` would (without the entry around it); anything else is read as an
-        # entry, and checked there.
+        # `_entry_from_cbor` would (without the entry around it), and matched by the journal's
+        # one rule (`answers_one`) on the key's ordinal; anything else is read as an entry, and
+        # matched and checked there.
         try:
             item = self._items[position]
         except IndexError:  # past the items: an entry held in memory
             return super().answer(position, singles, fingerprint)
         if position != self._counted:  # (reads in order find the count ready)
             self._singles_before(position)
-        if singles == self._singles and fingerprint[0] == _ELICIT_KIND and type(item) is list:
+        if fingerprint[0] == _ELICIT_KIND and type(item) is list:
             size = len(item)
             if size == 3:
                 fp, code, content = item
@@ -96,7 +97,11 @@ class EncodedJournal(Journal):
                 content = None
             else:
                 fp = code = content = None
-            if fp == fingerprint and type(code) is int and 0 <= code < _ACTION_COUNT:
+            if (
+                answers_one(self._singles, fp, singles, fingerprint)
+                and type(code) is int
+                and 0 <= code < _ACTION_COUNT
+            ):
                 self._counted, self._singles = position + 1, singles + 1
                 return trusted_elicit_result(ACTIONS[code], content)
         return super().answer(position, singles, fingerprint)

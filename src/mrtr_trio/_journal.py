@@ -51,6 +51,7 @@ __all__ = [
     "StepResult",
     "StrictDecoder",
     "answers",
+    "answers_one",
     "describe_fingerprint",
     "flat_record_problem",
     "qualified_name",
@@ -211,21 +212,37 @@ Mark: TypeAlias = bytes | Mapping[str, bytes]
 
 
 def answers(
-    recorded: Entry | Pending | PendingOne | PendingPoll, key: str | None, mark: Mark
+    recorded: Entry | Pending | PendingOne | PendingPoll,
+    key: str | None,
+    mark: Mark,
+    poll: bool = False,
 ) -> bool:
     """Whether *recorded* (a journal entry, or the pending point of a checkpoint) answers a
     need: a request yielded on its own, asked under *key* with fingerprint *mark*; or (*key*
-    `None`) an ask whose fingerprints by key are *mark*, or a step or poll whose fingerprint is
-    *mark*. The one rule replaying and resuming follow: the same kind, keys and fingerprints
-    (a pending ask of one request implies its key, the next `input-N`)."""
+    `None`) an ask whose fingerprints by key are *mark*, or a step or (*poll*) a poll whose
+    fingerprint is *mark*. The one rule replaying and resuming follow: the same kind, keys and
+    fingerprints (a pending ask of one request implies its key, the next `input-N`; a step's
+    result answers a step or a poll, a waiting poll's pending point only that poll)."""
     kind = type(recorded)
     if kind is AnsweredOne:
-        return recorded.fingerprint == mark and recorded.key == key  # type: ignore[union-attr]
+        return answers_one(recorded.key, recorded.fingerprint, key, mark)  # type: ignore[union-attr]
     if kind is PendingOne:
         return key is not None and recorded.fingerprint == mark  # type: ignore[union-attr]
     if kind is Answered or kind is Pending:
         return key is None and recorded.fingerprints == mark  # type: ignore[union-attr]
+    if kind is PendingPoll and not poll:
+        return False
     return key is None and recorded.fingerprint == mark  # type: ignore[union-attr]
+
+
+def answers_one(
+    recorded_key: object, recorded_fingerprint: bytes, key: object, mark: object
+) -> bool:
+    """[answers][mrtr_trio._journal.answers]'s rule for the answer to a request yielded on its
+    own, on its parts: it answers a need with the same key and fingerprint. A journal read from
+    a token, where that key is implied by the entry's place, passes the keys' ordinals
+    (`input-N`'s N, which names one key: see `single_key`) and so makes no key to compare."""
+    return recorded_fingerprint == mark and recorded_key == key
 
 
 class Journal(Sequence[Entry]):

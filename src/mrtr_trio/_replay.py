@@ -110,6 +110,7 @@ from ._values import (
 __all__ = [
     "ASKING",
     "FAILED",
+    "HOLDS",
     "LIVE",
     "OWNS",
     "PENDING",
@@ -222,9 +223,9 @@ TRANSITIONS: Final[Mapping[_Phase, Mapping[str, _Phase]]] = MappingProxyType(
 #: An empty mapping shared by every action and machine that has nothing to hold.
 _NOTHING: Mapping[str, Any] = MappingProxyType({})
 
-#: What each phase owns, by the [Replay][mrtr_trio._replay.Replay] slot that holds it (the
-#: slots' meanings are in `_UNOWNED`). A slot the current phase does not list holds its empty
-#: value: a move clears what the phase it leaves owned and the next does not.
+#: What each phase owns, by the [Replay][mrtr_trio._replay.Replay] slot that holds it (what
+#: each holds: `HOLDS`). A slot the current phase does not list holds its empty value: a move
+#: clears what the phase it leaves owned and the next does not.
 OWNS: Final[Mapping[_Phase, frozenset[str]]] = MappingProxyType(
     {
         REPLAYING: frozenset({"_position", "_length", "_pending", "_responses"}),
@@ -240,15 +241,21 @@ OWNS: Final[Mapping[_Phase, frozenset[str]]] = MappingProxyType(
     }
 )
 
-#: Each slot a phase may own, and its value while none does:
-#:
-#: - `_position`, `_length`: the next journal entry to replay, and where the journal ends;
-#: - `_pending`: the recorded pending point this call answers;
-#: - `_responses`: this call's `inputResponses`, until the ask that reads them (the pending
-#:   one, or on a first call the first);
-#: - `_running`: the step or poll the driver was told to run, until its value comes back;
-#: - `_polling`: that poll's pending point (its deadline), once it was not met;
-#: - `_asking`, `_kept`: the ask the client is answering, and its valid answers so far.
+#: What each slot a phase may own holds (docs/replay.md lists them by phase).
+HOLDS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "_position": "the next journal entry to replay",
+        "_length": "the journal's end",
+        "_pending": "the pending point this call answers",
+        "_responses": "this call's `inputResponses`, until an ask reads them",
+        "_running": "the step or poll being run",
+        "_polling": "a poll's deadline, once it was not met",
+        "_asking": "the ask the client is answering",
+        "_kept": "its valid answers so far",
+    }
+)
+
+#: Each slot a phase may own, and its value while none does.
 _UNOWNED: Final[Mapping[str, Any]] = MappingProxyType(
     {
         "_position": 0,
@@ -658,11 +665,10 @@ class Replay:
     def _at_pending(self, need: _Named) -> Action:
         pending = self._pending
         assert pending is not None
-        polling = type(pending) is PendingPoll
-        if not answers(pending, *_mark(need)) or (polling and type(need) is not Poll):
+        if not answers(pending, *_mark(need)):
             singles = self._singles - (type(need) is OneRequest)
             return self._diverge(_describe_entry(pending, singles), need)
-        if polling:
+        if type(pending) is PendingPoll:
             self._go("need matches the pending poll")
             self._running, self._polling = need, pending  # type: ignore[assignment]
             return RunPoll(need)  # type: ignore[arg-type]
@@ -851,17 +857,18 @@ class Replay:
 # ------------------------------------------------------------------------------ helpers
 
 
-def _mark(need: _Named) -> tuple[str | None, Mark]:
+def _mark(need: _Named) -> tuple[str | None, Mark, bool]:
     """What [answers][mrtr_trio._journal.answers] matches *need* by: its key (a request
-    yielded on its own) and its fingerprint(s). (`done` has none, and nothing answers it.)"""
+    yielded on its own), its fingerprint(s), and whether it is a poll. (`done` has none, and
+    nothing answers it.)"""
     kind = type(need)
     if kind is OneRequest:
-        return need.key, need.request.fingerprint  # type: ignore[union-attr]
+        return need.key, need.request.fingerprint, False  # type: ignore[union-attr]
     if kind is Ask:
-        return None, need.fingerprints  # type: ignore[union-attr]
+        return None, need.fingerprints, False  # type: ignore[union-attr]
     if kind is Step or kind is Poll:
-        return None, step_fingerprint(need.fn, need.name)  # type: ignore[union-attr]
-    return None, b""
+        return None, step_fingerprint(need.fn, need.name), kind is Poll  # type: ignore[union-attr]
+    return None, b"", False
 
 
 def _recorded_value(entry: Entry, need: _Named) -> Any:
