@@ -477,7 +477,7 @@ def test_every_phase_change_is_a_move_of_the_table() -> None:
         "self.phase = REPLAYING",
         "self.phase = PENDING",
         "self.phase = LIVE",
-        "self.phase, left = _MOVES[self.phase][event]",
+        "self.phase, cleared = _MOVES[self.phase][event]",
     ]
     # _MOVES is TRANSITIONS, with what each move clears.
     assert {p: {e: t for e, (t, _) in m.items()} for p, m in _replay._MOVES.items()} == TRANSITIONS

@@ -841,10 +841,10 @@ class Replay:
         the phase after it does not own; a move the table does not list raises
         [MrtrError][mrtr_trio.MrtrError]."""
         try:
-            self.phase, left = _MOVES[self.phase][event]
+            self.phase, cleared = _MOVES[self.phase][event]
         except KeyError:
             self._unexpected(repr(event))
-        for slot, empty in left:
+        for slot, empty in cleared:
             setattr(self, slot, empty)
 
     def _unexpected(self, what: str) -> NoReturn:
