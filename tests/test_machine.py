@@ -201,6 +201,23 @@ def test_push_style_asks_do_not_disturb_the_flow() -> None:
     assert machine.next(done(1)) == Complete(1)
 
 
+def test_a_push_style_ask_from_a_running_step_or_poll_leaves_it_running() -> None:
+    # A step's (or a poll's) function may ask the client itself on a live session: the step
+    # it runs is still LIVE's data under the ask, and its value comes back after.
+    machine = live()
+    assert machine.next(STEP) == RunStep(STEP)
+    machine.push({"push-0": ASK_NAME})
+    assert isinstance(machine.answered({"push-0": ADA}), Feed)
+    assert machine.ran(1) == Feed(1)
+    machine.next(POLL)
+    machine.polled(None, 0.0)
+    assert machine.answered({}) == RunPoll(POLL)
+    machine.push({"push-1": ASK_NAME})
+    machine.abandon()
+    with pytest.raises(PollTimeout):  # (its deadline was kept too)
+        machine.polled(None, 11.0)
+
+
 def test_an_abandoned_push_style_ask_leaves_the_flow_live() -> None:
     # The client's error or a timeout: the handler may catch it and carry on.
     machine = live()
