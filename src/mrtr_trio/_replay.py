@@ -844,8 +844,9 @@ class Replay:
             self.phase, cleared = _MOVES[self.phase][event]
         except KeyError:
             self._unexpected(repr(event))
-        for slot, empty in cleared:
-            setattr(self, slot, empty)
+        if cleared:  # (most moves clear nothing: a replayed entry's, for one)
+            for slot, empty in cleared:
+                setattr(self, slot, empty)
 
     def _unexpected(self, what: str) -> NoReturn:
         phase = self.phase
