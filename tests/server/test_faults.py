@@ -42,7 +42,7 @@ async def test_http_modern_client_disconnect_mid_round_closes_the_flow(
     with trio.move_on_after(0.3) as scope:  # the round waits in a step; the client leaves
         await post(url, "tools/call", retry, "tracked")
     assert scope.cancelled_caught
-    with trio.fail_after(1):
+    with trio.fail_after(5):  # (a loaded machine; an unclosed flow never finishes)
         await apps.all_closed()
     assert len(apps.STARTED) == 1
 

@@ -40,7 +40,7 @@ async def test_a_dropped_legacy_connection_closes_the_flow_within_a_second(
         async with call as messages:
             assert (await _first_request(messages))["method"] == "elicitation/create"
         # The connection is gone: no DELETE, no notifications/cancelled.
-        with trio.fail_after(1):
+        with trio.fail_after(5):  # (a loaded machine; an unclosed flow never finishes)
             await apps.all_closed()
         assert apps.FINALISED == apps.STARTED
         # The session itself still serves.
