@@ -18,7 +18,14 @@ from .._replay import Complete
 from .._runtime import Runtime
 from ..auth import Auth
 from ._gate import AuthGate
-from ._host import bind_bytes, guard_request_state, lift_input_responses, run_flow
+from ._host import (
+    bind_bytes,
+    guard_request_state,
+    lift_input_responses,
+    raw_input_responses,
+    request_principal,
+    run_flow,
+)
 from ._log import flow_failure, log_calls
 from ._registry import ArgumentsError, Entry, Kind, make_entry
 from ._sdk import Server, ServerRequestContext, add_middleware, get_access_token
@@ -486,9 +493,11 @@ class App:
                 entry,
                 raw,
                 arguments,
-                params,
+                input_responses=raw_input_responses(params),
+                request_state=params.request_state,
                 target=target,
                 audience=self.audience,
+                principal=request_principal(),
             )
             return outcome if not isinstance(outcome, Complete) else to_result(outcome.value)
         except Exception as error:

@@ -53,6 +53,7 @@ __all__ = [
     "principal",
     "raw_input_responses",
     "request_bind",
+    "request_principal",
     "run_flow",
 ]
 
@@ -183,12 +184,19 @@ async def run_flow(
     entry: Entry,
     raw_arguments: Mapping[str, Any],
     arguments: Mapping[str, Any],
-    params: Any,
     *,
+    input_responses: Any,
+    request_state: Any,
     target: str,
     audience: str,
+    principal: Sequence[str | None] | None,
 ) -> Complete | types.InputRequiredResult:
-    """Run *entry*'s handler for this request in its era.
+    """Run *entry*'s handler for the request *ctx* in its era: on a legacy session live over
+    its back channel, on 2026-07-28 one round with the call's *input_responses* (as the client
+    sent them) and *request_state*, bound to the method, *target*, the arguments as received,
+    *audience* and *principal* (the caller's `(client_id, issuer, subject)`, `None` when
+    unauthenticated). Every host serves a call through here: [App][mrtr_trio.mcp.App], its
+    tasks, and the handlers registered on FastMCP or `MCPServer`.
 
     Returns the finished value as [Complete][mrtr_trio.Complete], or (modern only) the SDK
     `InputRequiredResult` to send back.
@@ -204,15 +212,22 @@ async def run_flow(
     outcome = await runtime.advance(
         entry.fn,
         arguments,
-        input_responses=raw_input_responses(params),
-        request_state=params.request_state,
+        input_responses=input_responses,
+        request_state=request_state,
         client_capabilities=capabilities,
-        bind=request_bind(ctx.method, target, raw_arguments, audience),
+        bind=bind_bytes(ctx.method, target, raw_arguments, audience, principal),
         host=host,
     )
     if isinstance(outcome, InputRequired):
         return input_required_result(outcome)
     return outcome
+
+
+def request_principal() -> Sequence[str | None] | None:
+    """The `(client_id, issuer, subject)` the request being served was authenticated as (the
+    SDK's auth context), or `None` when unauthenticated: what a token is bound to."""
+    token = get_access_token()
+    return principal_components(token) if token is not None else None
 
 
 def principal() -> tuple[str, ...]:
@@ -228,9 +243,7 @@ def request_bind(
     method: str, target: str, raw_arguments: Mapping[str, Any], audience: str
 ) -> bytes:
     """The `bind` bytes of the request being served (see `bind_bytes`)."""
-    token = get_access_token()
-    components = principal_components(token) if token is not None else None
-    return bind_bytes(method, target, raw_arguments, audience, components)
+    return bind_bytes(method, target, raw_arguments, audience, request_principal())
 
 
 def bind_bytes(

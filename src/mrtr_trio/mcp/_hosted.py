@@ -21,13 +21,11 @@ from typing import Any
 
 import mcp_types as types
 
-from .._modern import InputRequired
 from .._replay import Complete
 from .._runtime import Runtime
-from ._host import LegacyAsker, RequestHost, bind_bytes, client_capabilities, is_modern
+from ._host import run_flow
 from ._registry import Entry
 from ._sdk import ServerRequestContext
-from ._wire import input_required_result
 
 __all__ = ["run_hosted"]
 
@@ -50,24 +48,16 @@ async def run_hosted(
     *principal* is the caller's `(client_id, issuer, subject)` as the framework authenticated
     it (`None` when unauthenticated): a token minted for one principal does not verify for
     another."""
-    host = RequestHost(ctx)
-    capabilities = client_capabilities(ctx)
-    if not is_modern(ctx):
-        ask = LegacyAsker(ctx) if ctx.session.can_send_request else None
-        value = await runtime.run_live(
-            entry.fn, arguments, ask, client_capabilities=capabilities, host=host
-        )
-        return Complete(value)
     params = ctx.params if isinstance(ctx.params, Mapping) else {}
-    outcome = await runtime.advance(
-        entry.fn,
+    return await run_flow(
+        runtime,
+        ctx,
+        entry,
+        raw_arguments,
         arguments,
         input_responses=params.get("inputResponses"),
         request_state=params.get("requestState"),
-        client_capabilities=capabilities,
-        bind=bind_bytes(ctx.method, target, raw_arguments, audience, principal),
-        host=host,
+        target=target,
+        audience=audience,
+        principal=principal,
     )
-    if isinstance(outcome, InputRequired):
-        return input_required_result(outcome)
-    return outcome
