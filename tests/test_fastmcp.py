@@ -34,6 +34,7 @@ from mrtr_trio.testing import assert_eras_agree
 
 from . import fastmcp_app, flows
 from .hosts import Answers, call_with_mcp_client, free_port
+from .loops import LOOPS
 
 KEY = b"\x11" * 32
 CALLBACKS = Answers().mcp_callbacks()
@@ -54,9 +55,11 @@ RESOURCE_CALL = ("resource", "test://shelf", {})
 CONCURRENT = {"batch_of_three"}
 
 
-def skip_app_off_trio(host: str, anyio_backend: str) -> None:
-    if host == "app" and anyio_backend != "trio":
-        pytest.skip("App serves on trio")
+#: Each host under each loop it serves on (App serves on trio only).
+HOSTS_AND_LOOPS = pytest.mark.parametrize(
+    ("host", "anyio_backend"),
+    [("app", "trio")] + [(host, loop) for host in ("fastmcp", "mcpserver") for loop in LOOPS],
+)
 
 
 def in_process(host: str) -> Any:
@@ -187,13 +190,12 @@ async def test_a_token_verified_by_the_seal_still_needs_our_signature() -> None:
 # ------------------------------------------------------------------------- errors, as on App
 
 
-@pytest.mark.parametrize("host", ["app", "fastmcp", "mcpserver"])
+@HOSTS_AND_LOOPS
 async def test_a_malformed_answer_is_a_protocol_error_on_every_host(
     host: str, anyio_backend: str
 ) -> None:
     """A malformed answer is a JSON-RPC -32602 (DESIGN §3), never an `isError` result, though
     FastMCP makes an `isError` result of anything else a tool raises."""
-    skip_app_off_trio(host, anyio_backend)
     target = in_process(host)
     first = await _first_round(target, "single_ask", {"who": "Ada"})
     async with Client(target, mode="2026-07-28", **CALLBACKS) as client:
@@ -317,11 +319,10 @@ async def _refused_for_another_principal(url: str) -> None:
 # ------------------------------------------------------------------- progress and logs, live
 
 
-@pytest.mark.parametrize("host", ["app", "fastmcp", "mcpserver"])
+@HOSTS_AND_LOOPS
 async def test_a_live_flow_reports_progress_and_logs_on_every_host(
     host: str, anyio_backend: str
 ) -> None:
-    skip_app_off_trio(host, anyio_backend)
     progress: list[tuple[float, float | None, str | None]] = []
     logs: list[Any] = []
 
