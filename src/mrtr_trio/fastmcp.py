@@ -28,7 +28,6 @@ keys compose. What this module relies on in FastMCP 4.2 (pinned by tests/test_fa
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, NoReturn, TypeVar
 
@@ -47,7 +46,7 @@ from pydantic import AnyUrl, PrivateAttr
 
 from ._replay import Complete
 from ._runtime import Runtime
-from .mcp._hosted import run_hosted
+from .mcp._hosted import run_hosted, shared_runtime
 from .mcp._log import flow_failure
 from .mcp._registry import ArgumentsError, Entry, Kind, make_entry
 from .mcp._sdk import ServerRequestContext, principal_components
@@ -57,17 +56,12 @@ __all__ = ["prompt", "resource", "runtime_of", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_RUNTIMES: weakref.WeakKeyDictionary[FastMCP[Any], Runtime] = weakref.WeakKeyDictionary()
-
 
 def runtime_of(server: FastMCP[Any]) -> Runtime:
     """The [Runtime][mrtr_trio.Runtime] *server*'s mrtr_trio handlers run with when they were
     registered without one: `Runtime()` (keys from `MRTR_TRIO_KEYS`), made on first use and
     shared by the server's handlers."""
-    runtime = _RUNTIMES.get(server)
-    if runtime is None:
-        runtime = _RUNTIMES[server] = Runtime()
-    return runtime
+    return shared_runtime(server)
 
 
 def tool(

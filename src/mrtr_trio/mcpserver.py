@@ -18,7 +18,6 @@ Resources are not offered: `MCPServer` lets only URI templates ask for input.
 from __future__ import annotations
 
 import inspect
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -26,10 +25,11 @@ from mcp import MCPError
 
 from ._replay import Complete
 from ._runtime import Runtime
-from .mcp._hosted import run_hosted
+from .mcp._host import request_principal
+from .mcp._hosted import run_hosted, shared_runtime
 from .mcp._log import flow_failure
 from .mcp._registry import ArgumentsError, Entry, Kind, make_entry
-from .mcp._sdk import MCPServer, MCPServerContext, get_access_token, principal_components
+from .mcp._sdk import MCPServer, MCPServerContext
 from .mcp._wire import error_result, prompt_result, tool_result
 
 __all__ = ["prompt", "tool"]
@@ -63,7 +63,7 @@ def tool(
         entry = make_entry(
             "tool", fn, name=name, description=description, strict=strict, mask_errors=mask_errors
         )
-        hosted = _Hosted(entry, runtime or _runtime_of(server), server.name)
+        hosted = _Hosted(entry, runtime or shared_runtime(server), server.name)
         server.add_tool(
             _function(entry, hosted.call_tool),
             name=entry.name,
@@ -94,23 +94,12 @@ def prompt(
         entry = make_entry(
             "prompt", fn, name=name, description=description, mask_errors=mask_errors
         )
-        hosted = _Hosted(entry, runtime or _runtime_of(server), server.name)
+        hosted = _Hosted(entry, runtime or shared_runtime(server), server.name)
         function = _function(entry, hosted.get_prompt)
         server.prompt(name=entry.name, description=entry.description, **options)(function)
         return fn
 
     return register
-
-
-_RUNTIMES: weakref.WeakKeyDictionary[MCPServer, Runtime] = weakref.WeakKeyDictionary()
-
-
-def _runtime_of(server: MCPServer) -> Runtime:
-    """The runtime *server*'s handlers share when registered without one."""
-    runtime = _RUNTIMES.get(server)
-    if runtime is None:
-        runtime = _RUNTIMES[server] = Runtime()
-    return runtime
 
 
 def _check_server(server: Any, kind: Kind, name: Any) -> None:
@@ -155,7 +144,6 @@ class _Hosted:
         self.audience = audience
 
     async def _serve(self, context: MCPServerContext, raw: Mapping[str, Any]) -> Any:
-        token = get_access_token()
         entry = self.entry
         return await run_hosted(
             self.runtime,
@@ -165,7 +153,7 @@ class _Hosted:
             entry.validate(raw),
             target=entry.name,
             audience=self.audience,
-            principal=None if token is None else tuple(principal_components(token)),
+            principal=request_principal(),
         )
 
     async def call_tool(self, context: MCPServerContext) -> Any:

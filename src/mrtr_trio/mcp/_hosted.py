@@ -16,6 +16,7 @@ each answer itself as on [App][mrtr_trio.mcp.App]).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,19 @@ from ._host import run_flow
 from ._registry import Entry
 from ._sdk import ServerRequestContext
 
-__all__ = ["run_hosted"]
+__all__ = ["run_hosted", "shared_runtime"]
+
+_RUNTIMES: weakref.WeakKeyDictionary[object, Runtime] = weakref.WeakKeyDictionary()
+
+
+def shared_runtime(server: object) -> Runtime:
+    """The [Runtime][mrtr_trio.Runtime] the handlers registered on the framework's *server*
+    without one share: `Runtime()` (keys from `MRTR_TRIO_KEYS`), made on first use, kept as
+    long as the server lives."""
+    runtime = _RUNTIMES.get(server)
+    if runtime is None:
+        runtime = _RUNTIMES[server] = Runtime()
+    return runtime
 
 
 async def run_hosted(
