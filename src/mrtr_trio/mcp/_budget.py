@@ -6,11 +6,16 @@ soon as its body would go over, before more of it is read.
 
 A request's bytes count from the first chunk read until its response starts (by then the SDK
 has parsed the body and let it go) or it ends.
+
+The `receive` and `send` this layer (and [read_body][mrtr_trio.mcp._budget.read_body]) hands on
+are plain functions returning the wrapped callable's awaitable: no coroutine of theirs per
+message, nor a frame of theirs in the await chain of a response's long wait for a disconnect.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -91,15 +96,15 @@ class BodyBudget:
             if message["type"] != "http.request":
                 pending.append(message)  # a disconnect that came instead of the body's end
 
-            async def replay() -> Message:
-                return pending.pop(0) if pending else await receive()
+            def replay() -> Awaitable[Message]:
+                return _ready(pending.pop(0)) if pending else receive()
 
-            async def released_send(message: Message) -> None:
+            def released_send(message: Message) -> Awaitable[None]:
                 nonlocal charged
                 if charged and message["type"] == "http.response.start":
                     self.held -= charged
                     charged = 0
-                await send(message)
+                return send(message)
 
             await self._app(scope, replay, released_send)
         finally:
@@ -109,6 +114,10 @@ class BodyBudget:
         await error_response(
             send, 413, f"Request body too large: the limit is {self._max_body_size} bytes"
         )
+
+
+async def _ready(message: Message) -> Message:
+    return message
 
 
 def _content_length(scope: Scope) -> int | None:
@@ -141,8 +150,8 @@ async def read_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive
     if message["type"] != "http.request":
         pending.append(message)  # a disconnect that came instead of the body's end
 
-    async def replay() -> Message:
-        return pending.pop(0) if pending else await receive()
+    def replay() -> Awaitable[Message]:
+        return _ready(pending.pop(0)) if pending else receive()
 
     complete = message["type"] == "http.request" and size <= limit
     return (body if complete else None), replay

@@ -15,6 +15,7 @@ ASGI server, which answers 500 when no response has started (hypercorn does).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Awaitable
 
 from starlette.types import Receive, Scope, Send
 
@@ -32,11 +33,16 @@ class Endpoint:
         self._manager = manager
         self._path = path.rstrip("/") or "/"
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function: a request at the path is the manager's own awaitable, with no frame
+        # of this app in its await chain.
+        if scope["type"] == "http" and self._matches(scope):
+            return self._manager.handle_request(scope, receive, send)
+        return self._other(scope, receive, send)
+
+    async def _other(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        elif scope["type"] == "http" and self._matches(scope):
-            await self._manager.handle_request(scope, receive, send)
         elif scope["type"] == "http":
             await send(
                 {

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import anyio
@@ -69,15 +70,17 @@ class SessionGuard:
         self._max_body_size = max_body_size
         self._watches: dict[str, AnswerWatch] = {}
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function: a request passed straight through is the app's own awaitable.
         session = _legacy_session(scope)
-        if session is None or scope["method"] not in ("POST", "DELETE"):
-            await self._app(scope, receive, send)
-            return
-        if scope["method"] == "DELETE":
+        if session is not None and scope["method"] == "POST":
+            return self._watched(session, scope, receive, send)
+        if session is not None and scope["method"] == "DELETE":
             self._watches.pop(session, None)
-            await self._app(scope, receive, send)
-            return
+        return self._app(scope, receive, send)
+
+    async def _watched(self, session: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """A legacy POST on *session*: watched as the module docstring says."""
         body, replay = await read_body(receive, self._max_body_size)
         if body is None:
             await self._app(scope, replay, send)
@@ -98,16 +101,17 @@ class SessionGuard:
         stream = object()
         finished = asked = answered = False
 
-        async def watched_send(message: Message) -> None:
+        def watched_send(message: Message) -> Awaitable[None]:
+            # A plain function: the send's own awaitable, no coroutine of ours per message.
             nonlocal finished, asked, answered
             if finished:
-                return  # e.g. the SDK's 500 after its 202 when the session ended (see _sdk)
+                return _nothing()  # e.g. the SDK's 500 after its 202 when the session ended
             if message["type"] == "http.response.body":
                 if request_id is not None and not answered:
                     saw = self._saw(session, message.get("body", b""), stream, request_id)
                     asked, answered = asked or saw[0], saw[1]
                 finished = finished or not message.get("more_body", False)
-            await send(message)
+            return send(message)
 
         try:
             await self._app(scope, replay, watched_send)
@@ -116,10 +120,11 @@ class SessionGuard:
                 raise
             # The session ended under a POST already answered: the SDK's known race (_sdk).
         finally:
-            watch = self._watches.get(session)
+            # Only a POST that asked has requests of its own outstanding to end.
+            watch = self._watches.get(session) if asked else None
             if watch is not None:
                 watch.stream_ended(stream)
-                if watch.idle and asked:
+                if watch.idle:
                     # The last call that asked has ended. Not sooner: between rounds, the
                     # watch remembers the answered ids, so a late answer is not "never sent".
                     del self._watches[session]
@@ -185,6 +190,10 @@ class SessionGuard:
             await self._app(told, receive, discard)
         except Exception as error:  # the session ended meanwhile: there is no one to tell
             log.debug("could not tell an ended session %s: %r", message.get("method"), error)
+
+
+async def _nothing() -> None:
+    pass
 
 
 def _legacy_session(scope: Scope) -> str | None:

@@ -98,24 +98,20 @@ class SessionSlots:
         self._pending = 0  # admitted sessions whose opening response has not come yet
         self._warn = RateLimitedLog(log, logging.WARNING, _LOG_INTERVAL)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function: on a request it has nothing to do for (most of them), the app's own
+        # awaitable, and no frame of this layer in the request's await chain.
         if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
+            return self._app(scope, receive, send)
         session, legacy = _session_headers(scope)
-        if not legacy:
-            await self._app(scope, receive, send)
-        elif session is None:
+        if legacy and session is None and scope["method"] == "POST":
+            return self._open(scope, receive, send)
+        if legacy and session in self._unused:
             if scope["method"] == "POST":
-                await self._open(scope, receive, send)
-            else:
-                await self._app(scope, receive, send)
-        else:
-            if session in self._unused and scope["method"] == "POST":
-                receive = await self._note_use(session, receive)
-            elif session in self._unused and scope["method"] == "DELETE":
+                return self._note_use(session, scope, receive, send)
+            if scope["method"] == "DELETE":
                 self._forget(session)
-            await self._app(scope, receive, send)
+        return self._app(scope, receive, send)
 
     @property
     def held(self) -> int:
@@ -203,9 +199,9 @@ class SessionSlots:
             if not self._per_client[slot.key]:
                 del self._per_client[slot.key]
 
-    async def _note_use(self, session: str, receive: Receive) -> Receive:
-        """Mark *session* used unless this POST is only its `notifications/initialized`;
-        return a `receive` that replays what was read."""
+    async def _note_use(self, session: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Mark *session* used unless this POST is only its `notifications/initialized`, and
+        pass the request on with a `receive` that replays what was read."""
         message = await receive()
         body = message.get("body", b"") if message["type"] == "http.request" else b""
         if not _only_initialized(body):
@@ -218,7 +214,7 @@ class SessionSlots:
         async def replay() -> Message:
             return pending.pop() if pending else await receive()
 
-        return replay
+        await self._app(scope, replay, send)
 
 
 def _only_initialized(body: bytes) -> bool:
