@@ -146,6 +146,42 @@ async def test_a_call_whose_stream_breaks_is_cancelled_only_if_its_response_neve
         assert posted[1]["params"]["requestId"] == 7
 
 
+async def test_a_request_the_server_cancels_on_a_calls_stream_is_forgotten_at_once() -> None:
+    """A `notifications/cancelled` from the server on a call's SSE stream reaches the session's
+    watch with its params: the request it names is settled there and then (an answer to it is
+    late, not wrong), not only when the stream ends."""
+    idle: list[bool] = []
+    ask = {"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {}}
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 0, "reason": "timed out"},
+    }
+
+    async def sdk(scope: Any, receive: Any, send: Any) -> None:  # a stand-in for the SDK's app
+        await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        for event in (ask, cancel):
+            chunk = f"event: message\r\ndata: {json.dumps(event)}\r\n\r\n".encode()
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            idle.append(guard._watches["s1"].idle)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def receive() -> dict[str, Any]:
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t"}}
+        return {"type": "http.request", "body": json.dumps(call).encode(), "more_body": False}
+
+    async def send(message: Any) -> None:
+        pass
+
+    headers = [(b"mcp-session-id", b"s1"), (b"mcp-protocol-version", b"2025-11-25")]
+    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
+    guard = SessionGuard(sdk, max_body_size=1 << 20)
+    with trio.fail_after(5):
+        await guard(scope, receive, send)
+    assert idle == [False, True]
+
+
 JUNK = [
     pytest.param(b'{"jsonrpc":"2.0","id":ID,"result":null}', "not a JSON-RPC response", id="null"),
     pytest.param(b"this is not json", "not readable JSON", id="not-json"),

@@ -64,17 +64,17 @@ class BodyBudget:
             return
         chunks: list[bytes] = []
         charged = 0
-        message: Message = {"type": "http.request", "more_body": True}
         try:
-            while message["type"] == "http.request" and message.get("more_body", False):
+            while True:
                 message = await receive()
                 if message["type"] != "http.request":
                     break
                 chunk = message.get("body", b"")
-                if charged + len(chunk) > self._max_body_size:
+                size = len(chunk)
+                if charged + size > self._max_body_size:
                     await self._too_large(send)
                     return
-                if self.held + len(chunk) > self._budget:
+                if self.held + size > self._budget:
                     await error_response(
                         send,
                         503,
@@ -82,15 +82,13 @@ class BodyBudget:
                         retry_after=RETRY_AFTER,
                     )
                     return
-                self.held += len(chunk)
-                charged += len(chunk)
+                self.held += size
+                charged += size
                 chunks.append(chunk)
+                if not message.get("more_body", False):
+                    break
             pending: list[Message] = [
-                {
-                    "type": "http.request",
-                    "body": b"".join(chunks),
-                    "more_body": message.get("more_body", False),
-                }
+                {"type": "http.request", "body": b"".join(chunks), "more_body": False}
             ]
             del chunks[:]
             if message["type"] != "http.request":
@@ -135,18 +133,18 @@ async def read_body(receive: Receive, limit: int) -> tuple[bytes | None, Receive
     `receive` that replays what was read, for a layer that must see the body before the app does."""
     chunks: list[bytes] = []
     size = 0
-    message: Message = {"type": "http.request", "more_body": True}
-    while message["type"] == "http.request" and message.get("more_body", False):
+    while True:
         message = await receive()
-        if message["type"] == "http.request":
-            chunks.append(message.get("body", b""))
-            size += len(chunks[-1])
-            if size > limit:
-                break
+        if message["type"] != "http.request":
+            more = False
+            break
+        chunks.append(message.get("body", b""))
+        size += len(chunks[-1])
+        more = message.get("more_body", False)
+        if size > limit or not more:
+            break
     body = b"".join(chunks)
-    pending: list[Message] = [
-        {"type": "http.request", "body": body, "more_body": message.get("more_body", False)}
-    ]
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": more}]
     if message["type"] != "http.request":
         pending.append(message)  # a disconnect that came instead of the body's end
 

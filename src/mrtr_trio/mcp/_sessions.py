@@ -45,6 +45,7 @@ from typing import Any
 import anyio
 import pydantic_core
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic_core import core_schema
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ._budget import read_body
@@ -53,6 +54,18 @@ from ._wirewatch import AnswerWatch
 __all__ = ["SessionGuard"]
 
 log = logging.getLogger("mrtr_trio.mcp")
+
+#: What `_saw` reads of a JSON object: its `id` and `method`, without building the rest in
+#: Python (a request's params can be a whole form's schema). Not an object: a ValueError.
+_HEAD = pydantic_core.SchemaValidator(
+    core_schema.typed_dict_schema(
+        {
+            "id": core_schema.typed_dict_field(core_schema.any_schema(), required=False),
+            "method": core_schema.typed_dict_field(core_schema.any_schema(), required=False),
+        },
+        extra_behavior="ignore",
+    )
+)
 
 #: How long telling a session something may take before it is given up.
 _TELL_TIMEOUT = 5.0
@@ -143,17 +156,15 @@ class SessionGuard:
         """Note the server-to-client messages in an SSE chunk of the response to *request_id*:
         whether one was a request (the session's watch is made for the first), and whether one
         was the response itself."""
-        if b'"method"' not in chunk and b'"result"' not in chunk and b'"error"' not in chunk:
-            return False, False  # nothing a watch reads, and not the response
         asked = False
         for line in chunk.splitlines():
             if line.startswith(b"data:"):
                 try:  # the SDK's own output: pydantic_core reads it without Python frames
-                    message = pydantic_core.from_json(line[5:])
+                    message = _HEAD.validate_json(line[5:])
                 except ValueError:
                     continue
-                if not isinstance(message, dict):
-                    continue
+                if message.get("method") == "notifications/cancelled":
+                    message = pydantic_core.from_json(line[5:])  # the watch reads its params
                 if "method" not in message:
                     identity = message.get("id")
                     if type(identity) is type(request_id) and identity == request_id:
