@@ -5,7 +5,7 @@ error messages."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 __all__ = [
@@ -72,8 +72,7 @@ class Memo(Generic[K, V]):
 
 class IdentityMemo(Generic[T, V]):
     """A `Memo` keyed by an object's identity (for objects that are not
-    hashable, or whose equality costs more than the value), optionally with a hashable
-    *qualifier*.
+    hashable, or whose equality costs more than the value).
 
     An entry holds its object weakly when the object allows it, and goes when the object does
     (a legacy session's declared capabilities are forgotten with the session, not kept until
@@ -83,19 +82,19 @@ class IdentityMemo(Generic[T, V]):
     __slots__ = ("_memo",)
 
     def __init__(self, limit: int = 1024) -> None:
-        self._memo: Memo[tuple[int, Hashable], tuple[Any, V]] = Memo(limit)
+        self._memo: Memo[int, tuple[Any, V]] = Memo(limit)
 
-    def get(self, obj: T, qualifier: Hashable = None) -> V | None:
-        """The value remembered for *obj* (and *qualifier*), or `None`."""
-        known = self._memo.get((id(obj), qualifier))
+    def get(self, obj: T) -> V | None:
+        """The value remembered for *obj*, or `None`."""
+        known = self._memo.lookup(id(obj))
         if known is None:
             return None
         held = known[0]
         return known[1] if (held() if type(held) is _Held else held[0]) is obj else None
 
-    def put(self, obj: T, value: V, qualifier: Hashable = None) -> V:
-        """Remember *value* for *obj* (and *qualifier*); return *value*."""
-        key = (id(obj), qualifier)
+    def put(self, obj: T, value: V) -> V:
+        """Remember *value* for *obj*; return *value*."""
+        key = id(obj)
         held: Any
         try:
             held = _Held(obj, self._forget)
@@ -118,7 +117,7 @@ class _Held(weakref.ref):  # type: ignore[type-arg]
     """A weak reference that knows its entry's key."""
 
     __slots__ = ("key",)
-    key: tuple[int, Hashable]
+    key: int
 
 
 def fixup_module_metadata(module_name: str, namespace: dict[str, Any]) -> None:

@@ -96,12 +96,17 @@ ASKED = {
     "echo_roots": "the roots request (roots/list)",
 }
 
-#: Legacy answers the SDK's types refuse, and the field path each error must give.
+#: Malformed legacy answers, and what the error must say of the field (mrtr_trio checks a
+#: legacy answer itself, as it checks a 2026-07-28 one: the same words in both eras).
 FIELDS = [
-    ("echo_name", {}, "action: Field required"),
-    ("echo_name", {"action": "accept", "content": {"name": {"first": "x"}}}, "content.name: "),
-    ("echo_roots", {"roots": [{"name": "no uri"}]}, "roots[0].uri: Field required"),
-    ("needs_sampling", {"role": "assistant", "content": TEXT}, "model: Field required"),
+    ("echo_name", {}, "needs action accept, decline or cancel, got None"),
+    (
+        "echo_name",
+        {"action": "accept", "content": {"name": {"first": "x"}}},
+        "content 'name' must be a string, number, boolean or list of strings",
+    ),
+    ("echo_roots", {"roots": [{"name": "no uri"}]}, "roots[0] must be an object with a string uri"),
+    ("needs_sampling", {"role": "assistant", "content": TEXT}, "needs a string model, got None"),
 ]
 
 

@@ -88,3 +88,30 @@ def test_the_session_manager_keeps_its_sessions_where_session_slots_look() -> No
     manager = StreamableHTTPSessionManager(app=Server("pins"))
     assert manager._server_instances == {}
     assert callable(manager._discard_session)
+
+
+async def test_a_session_asks_on_its_requests_own_back_channel_where_legacy_asker_sends() -> None:
+    # mrtr_trio.mcp._sdk.send_related_request sends on `_request_outbound`: the channel the
+    # SDK's typed send_request picks for a request related to the one being served.
+    from mcp.server.session import ServerSession
+    from mcp.shared.message import ServerMessageMetadata
+
+    sent: list[tuple[str, object]] = []
+
+    class Channel:
+        async def send_raw_request(self, method: str, params: object, opts: object) -> object:
+            sent.append((method, params))
+            return {"roots": []}
+
+    class Connection:
+        protocol_version = "2025-11-25"
+
+    channel = Channel()
+    session = ServerSession(channel, Connection())  # type: ignore[arg-type]
+    assert session._request_outbound is channel
+    await session.send_request(
+        types.ListRootsRequest(),
+        types.ListRootsResult,
+        metadata=ServerMessageMetadata(related_request_id=1),
+    )
+    assert sent == [("roots/list", None)]

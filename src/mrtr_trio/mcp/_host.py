@@ -21,7 +21,6 @@ from typing import Any
 
 import cbor2
 import mcp_types as types
-import pydantic
 from mcp import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -30,17 +29,17 @@ from .._modern import InputRequired
 from .._replay import Complete
 from .._runtime import Runtime
 from .._util import IdentityMemo
-from .._values import Request, describe_request
+from .._values import LEGACY_VERSIONS, Answer, Request, describe_request, parse_answer
 from ._registry import Entry
 from ._sdk import (
     CallNext,
-    ServerMessageMetadata,
     ServerRequestContext,
     allowed_log_levels,
     get_access_token,
     principal_components,
+    send_related_request,
 )
-from ._wire import ANSWER_TYPES, answer_json, input_required_result, mcp_error, sdk_request
+from ._wire import answer_json, input_required_result, mcp_error
 from ._wirewatch import malformed_reason
 
 __all__ = [
@@ -118,56 +117,25 @@ class RequestHost:
         )
 
 
-def validation_problems(error: pydantic.ValidationError) -> str:
-    """Each of *error*'s problems as `field.path: message`, joined by `; `. A field that
-    matched none of a union's members is one problem, not one per member."""
-    found: dict[str, list[str]] = {}
-    for problem in error.errors():
-        found.setdefault(field_path(problem["loc"]) or "the answer", []).append(problem["msg"])
-    return "; ".join(
-        f"{path}: {messages[0] if len(messages) == 1 else 'matches none of its allowed types'}"
-        for path, messages in found.items()
-    )
-
-
-#: Location parts pydantic adds for the member of a union it tried: not fields.
-_UNION_MEMBERS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
-
-
-def field_path(location: tuple[int | str, ...]) -> str:
-    """A pydantic location as a path (`roots[0].uri`), up to the first union member tag."""
-    path = ""
-    for part in location:
-        if isinstance(part, int):
-            path += f"[{part}]"
-            continue
-        if part in _UNION_MEMBERS or "[" in part or part[:1].isupper():
-            break  # `list[str]`, `TextContent`, `function-after[...]`: which member was tried
-        path += f".{part}" if path else part
-    return path
-
-
 class LegacyAsker:
-    """Asks a legacy client over the back channel of the request being served."""
+    """Asks a legacy client over the back channel of the request being served.
+
+    The client's answer is read as the JSON it sent and checked by mrtr_trio alone
+    ([parse_answer][mrtr_trio.parse_answer]), as a 2026-07-28 answer is: one set of checks in
+    both eras. (The SDK's typed `send_request` would dump the request model to JSON again and
+    validate the answer into a model twice, to be dumped back to JSON here: about 60k
+    instructions per ask, for nothing `parse_answer` does not check.)"""
 
     def __init__(self, ctx: ServerRequestContext[Any]) -> None:
         self._ctx = ctx
+        version = ctx.protocol_version
+        # A version the SDK negotiated but this release does not know reads as the newest.
+        self._version = version if version in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
 
-    async def __call__(self, key: str, request: Request) -> dict[str, Any]:
-        answer_type = ANSWER_TYPES[request.method]
+    async def __call__(self, key: str, request: Request) -> Answer:
+        wire = request.to_legacy_wire(self._version)
         try:
-            answer = await self._ctx.session.send_request(
-                sdk_request(request, self._ctx.protocol_version),
-                answer_type,
-                metadata=ServerMessageMetadata(related_request_id=self._ctx.request_id),
-            )
-        except pydantic.ValidationError as error:
-            # The client never saw the key (a legacy request has none): name the request by
-            # what it asked, and every problem by its field.
-            raise InvalidInputResponse(
-                f"the client's answer to {describe_request(request)} is malformed: "
-                f"{validation_problems(error)}"
-            ) from None
+            raw = await send_related_request(self._ctx, wire["method"], wire.get("params"))
         except MCPError as error:
             reason = malformed_reason(error)  # an answer the SDK dropped (see _wirewatch)
             if reason is None:
@@ -175,7 +143,14 @@ class LegacyAsker:
             raise InvalidInputResponse(
                 f"the client's answer to {describe_request(request)} was dropped: {reason}"
             ) from None
-        return answer_json(answer)
+        try:
+            return parse_answer(request, raw)
+        except InvalidInputResponse as error:
+            # The client never saw the key (a legacy request has none): name the request by
+            # what it asked.
+            raise InvalidInputResponse(
+                f"the client's answer to {describe_request(request)} is malformed: {error}"
+            ) from None
 
 
 async def run_flow(

@@ -11,8 +11,7 @@ point for verifiers; `auth` cannot import this module, which lives in a package 
 for:
 
 - the low-level `Server`, its handlers' `ServerRequestContext` and its middleware's
-  `CallNext`; `allowed_log_levels` (the levels a session's `logging/setLevel` enables) and
-  `ServerMessageMetadata` (how a server-to-client request names the request it belongs to);
+  `CallNext`; `allowed_log_levels` (the levels a session's `logging/setLevel` enables);
 - the Streamable HTTP machinery: `StreamableHTTPSessionManager`, `TransportSecuritySettings`,
   and `SessionMessage` (what the stdio streams carry);
 - the auth plumbing the gate and the session slots reuse: `AuthContextMiddleware`,
@@ -60,6 +59,12 @@ the middleware's order); the rest are covered by the tests of the features that 
   [quiet_known_sdk_races][mrtr_trio.mcp._sdk.quiet_known_sdk_races] filters the log record
   (logged at DEBUG on `mrtr_trio.mcp` instead). `tests/server/test_quirks.py` reproduces
   the race;
+- a legacy request's `ServerSession` keeps the request's own back channel (the dispatch context
+  that its typed `send_request(..., metadata=ServerMessageMetadata(related_request_id=...))`
+  picks, which on Streamable HTTP is the request's POST stream) as `_request_outbound`, whose
+  `send_raw_request(method, params)` sends a JSON request and returns the client's JSON result:
+  [send_related_request][mrtr_trio.mcp._sdk.send_related_request] asks with it (pinned, and
+  covered by every legacy test that asks);
 - `StreamableHTTPSessionManager._server_instances` maps each open legacy session's id to its
   transport, and `_discard_session(id, transport)` ends one as a DELETE or an idle timeout
   does: [SessionSlots][mrtr_trio.mcp._slots.SessionSlots] counts and frees slots with them
@@ -69,6 +74,7 @@ the middleware's order); the rest are covered by the tests of the features that 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import anyio
@@ -90,7 +96,7 @@ from mcp.shared.inbound import (
     decode_header_value,
     find_invalid_x_mcp_header,
 )
-from mcp.shared.message import ServerMessageMetadata, SessionMessage
+from mcp.shared.message import SessionMessage
 
 __all__ = [
     "NAME_BEARING_METHODS",
@@ -104,7 +110,6 @@ __all__ = [
     "MCPServer",
     "MCPServerContext",
     "Server",
-    "ServerMessageMetadata",
     "ServerRequestContext",
     "SessionMessage",
     "StreamableHTTPSessionManager",
@@ -118,6 +123,7 @@ __all__ = [
     "mcp_name_header",
     "principal_components",
     "quiet_known_sdk_races",
+    "send_related_request",
 ]
 
 
@@ -128,6 +134,19 @@ def add_middleware(server: Server[Any], *entries: Any) -> None:
     pyproject.toml); `tests/server/test_sdk_pins.py` checks that it still runs its entries
     with the raw params, before validation."""
     server.middleware.extend(entries)
+
+
+def send_related_request(
+    ctx: ServerRequestContext[Any], method: str, params: Mapping[str, Any] | None
+) -> Awaitable[dict[str, Any]]:
+    """Send the JSON request *method* with *params* to the client on the back channel of the
+    request *ctx* serves (as `ctx.session.send_request` does with `related_request_id`), and
+    return the client's result as it sent it: no SDK model is built either way, since
+    mrtr_trio checks every answer itself (`parse_answer`), in both eras.
+
+    Raises `MCPError` when the client answers with an error (or the session's answer watch
+    fails the request: see [mrtr_trio.mcp._wirewatch][])."""
+    return ctx.session._request_outbound.send_raw_request(method, params)
 
 
 def mcp_name_header(ctx: ServerRequestContext[Any]) -> tuple[bool, str | None]:

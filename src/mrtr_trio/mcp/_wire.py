@@ -1,8 +1,8 @@
 """Conversions between mrtr_trio's values and the MCP SDK's wire types.
 
-Requests become SDK request models (2026 shape, or the negotiated legacy shape); SDK answers
-become client JSON for [parse_answer][mrtr_trio.parse_answer]; handler return values become
-`CallToolResult`, `GetPromptResult` and `ReadResourceResult`; mrtr_trio errors become
+Requests become SDK request models (the 2026 shape that `InputRequiredResult` embeds); SDK
+answers become client JSON for [parse_answer][mrtr_trio.parse_answer]; handler return values
+become `CallToolResult`, `GetPromptResult` and `ReadResourceResult`; mrtr_trio errors become
 `MCPError` with their JSON-RPC code and data.
 """
 
@@ -20,10 +20,9 @@ from mcp import MCPError
 from .._errors import InvalidInputResponse, InvalidRequestState, MissingCapability, MrtrError
 from .._modern import InputRequired
 from .._util import IdentityMemo
-from .._values import LEGACY_VERSIONS, Request
+from .._values import Request
 
 __all__ = [
-    "ANSWER_TYPES",
     "PROTOCOL_ERRORS",
     "answer_json",
     "error_message",
@@ -42,14 +41,6 @@ _REQUEST_TYPES: dict[str, type[pydantic.BaseModel]] = {
     "roots/list": types.ListRootsRequest,
 }
 
-#: The SDK result type a legacy client's answer is read as, by request method: the widest the
-#: wire allows, so that :func:`~mrtr_trio.parse_answer` applies the same checks in both eras.
-ANSWER_TYPES: dict[str, type[pydantic.BaseModel]] = {
-    "elicitation/create": types.ElicitResult,
-    "sampling/createMessage": types.CreateMessageResultWithTools,
-    "roots/list": types.ListRootsResult,
-}
-
 _CONTENT_BLOCKS: pydantic.TypeAdapter[list[types.ContentBlock]] = pydantic.TypeAdapter(
     list[types.ContentBlock]
 )
@@ -58,26 +49,17 @@ _PROMPT_MESSAGES: pydantic.TypeAdapter[list[types.PromptMessage]] = pydantic.Typ
 )
 
 
-def sdk_request(request: Request, legacy_version: str | None = None) -> Any:
-    """The SDK model of *request*: 2026-shaped, or for the legacy *legacy_version*.
+def sdk_request(request: Request) -> Any:
+    """The SDK model of *request*, 2026-shaped (what an `InputRequiredResult` embeds).
 
-    Built once per request object and version (requests are frozen, and the constructors hand
-    back the same object for the same question), except a URL-mode elicitation on a legacy
-    session, which carries a fresh `elicitationId` each time it is asked."""
-    fresh = legacy_version is not None and getattr(request, "url", None) is not None
-    if not fresh:
-        known = _SDK_REQUESTS.get(request, legacy_version)
-        if known is not None:
-            return known
-    if legacy_version is None:
-        wire = request.to_wire()
-    else:  # a version the SDK negotiated but this release does not know reads as the newest
-        known_version = legacy_version if legacy_version in LEGACY_VERSIONS else LEGACY_VERSIONS[-1]
-        wire = request.to_legacy_wire(known_version)
-    model = _REQUEST_TYPES[request.method].model_validate(wire)
-    if not fresh:
-        _SDK_REQUESTS.put(request, model, legacy_version)
-    return model
+    Built once per request object (requests are frozen, and the constructors hand back the
+    same object for the same question)."""
+    known = _SDK_REQUESTS.get(request)
+    if known is None:
+        known = _SDK_REQUESTS.put(
+            request, _REQUEST_TYPES[request.method].model_validate(request.to_wire())
+        )
+    return known
 
 
 _SDK_REQUESTS: IdentityMemo[Request, Any] = IdentityMemo()
