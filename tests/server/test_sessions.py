@@ -127,17 +127,7 @@ async def test_a_call_whose_stream_breaks_is_cancelled_only_if_its_response_neve
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         # ...and the stream ends here, its final empty body never sent: the client hung up.
 
-    async def receive() -> dict[str, Any]:
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t"}}
-        return {"type": "http.request", "body": json.dumps(call).encode(), "more_body": False}
-
-    async def send(message: Any) -> None:
-        pass
-
-    headers = [(b"mcp-session-id", b"s1"), (b"mcp-protocol-version", b"2025-11-25")]
-    scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
-    with trio.fail_after(5):
-        await SessionGuard(sdk, max_body_size=1 << 20)(scope, receive, send)
+    await _post_a_call(SessionGuard(sdk, max_body_size=1 << 20))
     told = [m.get("method") for m in posted[1:]]
     if response_sent:
         assert told == []
@@ -167,6 +157,15 @@ async def test_a_request_the_server_cancels_on_a_calls_stream_is_forgotten_at_on
             idle.append(guard._watches["s1"].idle)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    guard = SessionGuard(sdk, max_body_size=1 << 20)
+    await _post_a_call(guard)
+    assert idle == [False, True]
+
+
+async def _post_a_call(guard: SessionGuard) -> None:
+    """POST a legacy `tools/call` (id 7, session `s1`) through *guard*, discarding what it
+    sends back."""
+
     async def receive() -> dict[str, Any]:
         call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t"}}
         return {"type": "http.request", "body": json.dumps(call).encode(), "more_body": False}
@@ -176,10 +175,8 @@ async def test_a_request_the_server_cancels_on_a_calls_stream_is_forgotten_at_on
 
     headers = [(b"mcp-session-id", b"s1"), (b"mcp-protocol-version", b"2025-11-25")]
     scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": headers}
-    guard = SessionGuard(sdk, max_body_size=1 << 20)
     with trio.fail_after(5):
         await guard(scope, receive, send)
-    assert idle == [False, True]
 
 
 JUNK = [
