@@ -209,6 +209,28 @@ async def test_a_malformed_answer_is_a_protocol_error_on_every_host(
     assert "content" in raised.value.error.message, raised.value.error.message
 
 
+@HOSTS_AND_LOOPS
+async def test_a_malformed_answer_to_a_prompt_is_a_protocol_error_on_every_host(
+    host: str, anyio_backend: str
+) -> None:
+    """A prompt's flow that fails on a malformed answer answers the -32602 it stands for
+    (DESIGN §3) on every host, not the internal error a framework makes of what a prompt
+    raises."""
+    prompt = fastmcp_app.CONFORMANCE_PROMPT
+    async with Client(in_process(host), mode="2026-07-28", **CALLBACKS) as client:
+        first = await client.session.get_prompt(prompt, {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        (key,) = first.input_requests
+        with pytest.raises(MCPError) as raised:
+            await client.session.get_prompt(
+                prompt, {}, request_state=first.request_state,
+                input_responses={key: {"action": "accept"}},  # a form accept without content
+                allow_input_required=True,
+            )  # fmt: skip
+    assert raised.value.error.code == -32602, raised.value.error
+    assert "content" in raised.value.error.message, raised.value.error.message
+
+
 async def test_a_failing_handler_is_a_tool_error_and_a_failing_prompt_a_jsonrpc_error(
     anyio_backend: str,
 ) -> None:
