@@ -29,7 +29,7 @@ keys compose. What this module relies on in FastMCP 4.2 (pinned by tests/test_fa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import mcp_types as types
 from fastmcp import FastMCP
@@ -47,7 +47,7 @@ from pydantic import AnyUrl, PrivateAttr
 from ._replay import Complete
 from ._runtime import Runtime
 from .mcp._hosted import run_hosted, shared_runtime
-from .mcp._log import flow_failure
+from .mcp._log import flow_failure, raise_flow_failure
 from .mcp._registry import ArgumentsError, Entry, Kind, make_entry
 from .mcp._sdk import ServerRequestContext, principal_components
 from .mcp._wire import error_result, prompt_result, resource_result, tool_result
@@ -332,7 +332,7 @@ class _HostedPrompt(_Hosted, Prompt):
                 return InputRequiredPromptResult(outcome)
             result = prompt_result(outcome.value, entry.description)
         except Exception as error:
-            _reraise(entry, error)
+            raise_flow_failure(entry, error)
         return PromptResult(
             [Message(m.content, role=m.role) for m in result.messages],
             description=result.description,
@@ -353,15 +353,6 @@ class _HostedResource(_Hosted, Resource):
                 return InputRequiredResourceResult(outcome)
             resource_result(outcome.value, uri, entry.mime_type)  # the same checks as App's
         except Exception as error:
-            _reraise(entry, error)
+            raise_flow_failure(entry, error)
         value: str | bytes = outcome.value
         return bytes(value) if isinstance(value, bytearray) else value
-
-
-def _reraise(entry: Entry, error: Exception) -> NoReturn:
-    """Raise what a prompt or resource raises for a failed flow: its JSON-RPC error (FastMCP
-    passes an `MCPError` out of a prompt or resource to the wire as it is)."""
-    answer = flow_failure(entry, error)
-    if answer is error or not isinstance(answer, MCPError):
-        raise error
-    raise answer from error

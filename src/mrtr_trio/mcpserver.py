@@ -27,7 +27,7 @@ from ._replay import Complete
 from ._runtime import Runtime
 from .mcp._host import request_principal
 from .mcp._hosted import run_hosted, shared_runtime
-from .mcp._log import flow_failure
+from .mcp._log import flow_failure, raise_flow_failure
 from .mcp._registry import ArgumentsError, Entry, Kind, make_entry
 from .mcp._sdk import MCPServer, MCPServerContext
 from .mcp._wire import error_result, prompt_result, tool_result
@@ -181,10 +181,7 @@ class _Hosted:
         except ArgumentsError as error:
             raise MCPError(-32602, str(error)) from None
         except Exception as error:
-            answer = flow_failure(entry, error)
-            if answer is error or not isinstance(answer, MCPError):
-                raise
-            raise answer from error
+            raise_flow_failure(entry, error)
         return [
             m.model_dump(by_alias=True, mode="json", exclude_none=True) for m in result.messages
         ]

@@ -26,7 +26,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from mcp import MCPError
 
@@ -47,7 +47,7 @@ from ._registry import Entry
 from ._sdk import CallNext, ServerRequestContext
 from ._wire import PROTOCOL_ERRORS, error_message, mcp_error
 
-__all__ = ["MASKED", "flow_failure", "log", "log_calls", "log_failure"]
+__all__ = ["MASKED", "flow_failure", "log", "log_calls", "log_failure", "raise_flow_failure"]
 
 log = logging.getLogger("mrtr_trio.mcp")
 
@@ -113,6 +113,16 @@ def flow_failure(
         return error  # e.g. the client's error answer to a legacy request, with its code
     code = error.code if isinstance(error, MrtrError) else INTERNAL_ERROR
     return MCPError(code, error_message(error))
+
+
+def raise_flow_failure(entry: Entry, error: Exception) -> NoReturn:
+    """Raise what a prompt or resource (no failure result) answers for a flow that raised
+    *error*: its JSON-RPC error as `flow_failure` makes it, chained to *error*, or *error*
+    itself when it is one already."""
+    answer = flow_failure(entry, error)
+    if answer is error:
+        raise error
+    raise answer from error
 
 
 _LOGGED_METHODS = MRTR_METHODS | {"tasks/get", "tasks/update", "tasks/cancel"}
