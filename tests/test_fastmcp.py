@@ -231,6 +231,28 @@ async def test_a_malformed_answer_to_a_prompt_is_a_protocol_error_on_every_host(
     assert "content" in raised.value.error.message, raised.value.error.message
 
 
+@pytest.mark.parametrize(
+    ("host", "anyio_backend"), [("app", "trio")] + [("fastmcp", loop) for loop in LOOPS]
+)
+async def test_a_malformed_answer_to_a_resource_is_a_protocol_error(
+    host: str, anyio_backend: str
+) -> None:
+    """As for a prompt, on the hosts that serve mrtr_trio resources."""
+    uri = RESOURCE_CALL[1]
+    async with Client(in_process(host), mode="2026-07-28", **CALLBACKS) as client:
+        first = await client.session.read_resource(uri, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        (key,) = first.input_requests
+        with pytest.raises(MCPError) as raised:
+            await client.session.read_resource(
+                uri, request_state=first.request_state,
+                input_responses={key: {"action": "accept"}},  # a form accept without content
+                allow_input_required=True,
+            )  # fmt: skip
+    assert raised.value.error.code == -32602, raised.value.error
+    assert "content" in raised.value.error.message, raised.value.error.message
+
+
 async def test_a_failing_handler_is_a_tool_error_and_a_failing_prompt_a_jsonrpc_error(
     anyio_backend: str,
 ) -> None:
